@@ -1,0 +1,253 @@
+//! `ingero trace`: discover CUDA runtimes, attach, drain the ring buffers, and show a live
+//! table (or `--json` lines) until the duration ends or a signal arrives.
+//!
+//! Shutdown order matters: detach the probes first so nothing new arrives, then drain both
+//! rings to empty, then print the final summary. A second signal exits at once.
+
+use std::{
+    collections::BTreeSet,
+    io::{IsTerminal, Write},
+    os::fd::AsRawFd,
+    path::PathBuf,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result};
+use aya::maps::{MapData, RingBuf};
+use clap::Args;
+use tokio::io::{Interest, unix::AsyncFd};
+
+use crate::{
+    discover::{self, LibraryFile, libraries::Search},
+    live::table::{self, Footer},
+    pipeline::Pipeline,
+    probes::{LoadOptions, Probes, validate_ringbuf_size},
+};
+
+#[derive(Args, Debug)]
+pub struct TraceArgs {
+    /// Trace only these processes (comma separated; their forked children too).
+    #[arg(long, value_delimiter = ',', value_name = "PID")]
+    pub pid: Option<Vec<u32>>,
+    /// Attach to this libcudart instead of discovering them (repeatable).
+    #[arg(long = "cuda-lib", value_name = "PATH")]
+    pub cuda_lib: Vec<PathBuf>,
+    /// Stop after this long (for example `30s`, `5m`); default: until Ctrl-C.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Print one JSON object per event on stdout instead of the live table.
+    #[arg(long)]
+    pub json: bool,
+    /// Bytes per ring buffer: a power of two, at least a page.
+    #[arg(long, value_name = "BYTES", default_value_t = 8 << 20)]
+    pub ringbuf_size: u64,
+}
+
+/// How often the process list is rescanned for newly loaded CUDA runtimes.
+const RESCAN_EVERY: Duration = Duration::from_secs(2);
+
+pub fn run(args: TraceArgs) -> Result<ExitCode> {
+    let ringbuf_size = validate_ringbuf_size(args.ringbuf_size)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(trace(args, ringbuf_size))
+}
+
+/// Libraries attached so far, by (device, inode), and processes already tracked.
+#[derive(Default)]
+struct Attached {
+    inodes: BTreeSet<(u64, u64)>,
+    pids: BTreeSet<u32>,
+}
+
+fn attach_new(
+    probes: &mut Probes,
+    attached: &mut Attached,
+    libraries: Vec<LibraryFile>,
+    track_mappers: bool,
+) -> Result<usize> {
+    let mut new = 0;
+    for library in libraries {
+        if track_mappers {
+            let fresh: Vec<u32> =
+                library.mapped_by.iter().copied().filter(|p| attached.pids.insert(*p)).collect();
+            if let Err(e) = probes.track(&fresh) {
+                tracing::warn!("could not track processes {fresh:?}: {e:#}");
+            }
+        }
+        if !attached.inodes.insert((library.dev, library.ino)) {
+            continue;
+        }
+        let report = probes.attach_library(&library)?;
+        new += 1;
+        let mut line = format!(
+            "ingero: {}: probing {} symbols",
+            library.path.display(),
+            report.attached.len()
+        );
+        if !report.missing.is_empty() {
+            line.push_str(&format!("; not exported here: {}", report.missing.join(", ")));
+        }
+        eprintln!("{line}");
+    }
+    Ok(new)
+}
+
+fn discover_libraries(args: &TraceArgs) -> Result<Vec<LibraryFile>> {
+    if args.cuda_lib.is_empty() {
+        discover::find_cuda_runtimes(&Search::new(args.pid.clone()))
+    } else {
+        args.cuda_lib.iter().map(|p| discover::libraries::library_at(p)).collect()
+    }
+}
+
+fn drain(ring: &mut RingBuf<MapData>, pipeline: &mut Pipeline) -> usize {
+    let mut n = 0;
+    while let Some(item) = ring.next() {
+        pipeline.handle_record(&item);
+        n += 1;
+    }
+    n
+}
+
+fn register(ring: RingBuf<MapData>) -> Result<AsyncFd<RingBuf<MapData>>> {
+    let fd = ring.as_raw_fd();
+    // SAFETY: the ring buffer owns its map fd for its whole lifetime and the AsyncFd owns the
+    // ring buffer, so the registered descriptor stays open and unchanged until it is dropped.
+    unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
+        .map_err(|e| anyhow::anyhow!("registering ring buffer fd {fd} with the reactor: {e}"))
+}
+
+async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
+    // Installed first: a signal that arrives while attaching must still shut down cleanly.
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let libraries = discover_libraries(&args)?;
+    let (mut probes, rings) = Probes::load(&LoadOptions {
+        ringbuf_size,
+        pids: args.pid.clone(),
+    })?;
+    let tracepoints = probes.attach_tracepoints()?;
+    let mut attached = Attached::default();
+    let track_mappers = args.pid.is_none();
+    let library_count = attach_new(&mut probes, &mut attached, libraries, track_mappers)?;
+    if library_count == 0 {
+        eprintln!(
+            "ingero: no libcudart found (searched running processes and install places); \
+             tracing scheduler and process events only. Name one with --cuda-lib PATH."
+        );
+    }
+    let scope = match &args.pid {
+        Some(pids) => format!("pids {pids:?}"),
+        None => "every process that uses CUDA".to_string(),
+    };
+    eprintln!(
+        "ingero: attached {} probes ({library_count} libraries, {tracepoints} tracepoints); tracing {scope}",
+        probes.probe_count()
+    );
+
+    let live_table = !args.json && std::io::stdout().is_terminal();
+    let json_out: Option<Box<dyn Write + Send>> = args
+        .json
+        .then(|| Box::new(std::io::BufWriter::with_capacity(1 << 16, std::io::stdout())) as _);
+    let mut pipeline = Pipeline::new(json_out);
+    let mut cuda = register(rings.cuda)?;
+    let mut sched = register(rings.sched)?;
+
+    let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut last_rescan = Instant::now();
+
+    loop {
+        tokio::select! {
+            guard = cuda.readable_mut() => {
+                let mut guard = guard.context("waiting on the CUDA ring buffer")?;
+                drain(guard.get_inner_mut(), &mut pipeline);
+                guard.clear_ready();
+            }
+            guard = sched.readable_mut() => {
+                let mut guard = guard.context("waiting on the scheduler ring buffer")?;
+                drain(guard.get_inner_mut(), &mut pipeline);
+                guard.clear_ready();
+            }
+            _ = tick.tick() => {
+                pipeline.flush();
+                if live_table {
+                    let text = render(&pipeline, &probes);
+                    print!("\x1b[H\x1b[2J{text}");
+                    let _ = std::io::stdout().flush();
+                }
+                if args.cuda_lib.is_empty() && last_rescan.elapsed() >= RESCAN_EVERY {
+                    last_rescan = Instant::now();
+                    if let Ok(found) = discover::find_cuda_runtimes(&Search { install_places: false, ..Search::new(args.pid.clone()) }) {
+                        if let Err(e) = attach_new(&mut probes, &mut attached, found, track_mappers) {
+                            tracing::warn!("attaching a newly loaded CUDA runtime failed: {e:#}");
+                        }
+                    }
+                }
+                if pipeline.output_error.is_some() {
+                    break;
+                }
+            }
+            _ = sleep_until(deadline) => break,
+            _ = sigint.recv() => break,
+            _ = sigterm.recv() => break,
+        }
+    }
+
+    // A second signal during shutdown ends the process at once.
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = sigint.recv() => {},
+            _ = sigterm.recv() => {},
+        }
+        std::process::exit(130);
+    });
+
+    probes.detach();
+    drain(cuda.get_mut(), &mut pipeline);
+    drain(sched.get_mut(), &mut pipeline);
+    pipeline.flush();
+    if let Some(err) = &pipeline.output_error {
+        if err.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("ingero: writing output failed: {err}");
+        }
+    }
+    let summary = render(&pipeline, &probes);
+    if args.json {
+        eprint!("{summary}");
+    } else {
+        if live_table {
+            print!("\x1b[H\x1b[2J");
+        }
+        print!("{summary}");
+        let _ = std::io::stdout().flush();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn render(pipeline: &Pipeline, probes: &Probes) -> String {
+    let mut drops = probes.counters().read();
+    for (reason, n) in &pipeline.decode_errors {
+        // Leaked once per distinct reason (a handful), to fit the footer's static names.
+        let name: &'static str = match reason.as_str() {
+            "short_record" => "decode_short_record",
+            "unknown_kind" => "decode_unknown_kind",
+            "wrong_size" => "decode_wrong_size",
+            "unknown_op" => "decode_unknown_op",
+            _ => "decode_unknown_reason",
+        };
+        drops.push((name, *n));
+    }
+    table::render(&pipeline.stats, &Footer { drops: &drops, extra: &[] })
+}

@@ -1,0 +1,143 @@
+//! The decoded event types.
+
+use ingero_ebpf::{COMM_LEN, CudaOp, OffCpuReason};
+
+use super::CudaArgs;
+
+/// A kernel task name kept inline (no allocation per event).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Comm([u8; COMM_LEN]);
+
+impl Comm {
+    pub fn new(raw: [u8; COMM_LEN]) -> Self {
+        Comm(raw)
+    }
+
+    pub fn from_str_lossy(s: &str) -> Self {
+        let mut raw = [0u8; COMM_LEN];
+        let n = s.len().min(COMM_LEN - 1);
+        raw[..n].copy_from_slice(&s.as_bytes()[..n]);
+        Comm(raw)
+    }
+
+    /// The name up to its NUL; invalid UTF-8 is replaced.
+    pub fn as_str(&self) -> std::borrow::Cow<'_, str> {
+        let end = self.0.iter().position(|b| *b == 0).unwrap_or(COMM_LEN);
+        String::from_utf8_lossy(&self.0[..end])
+    }
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+/// The task an event belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Task {
+    /// Thread group id.
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: Comm,
+    pub cgroup_id: u64,
+    pub cpu: u32,
+}
+
+/// One CUDA runtime call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CudaCall {
+    /// CLOCK_MONOTONIC entry time.
+    pub ts_ns: u64,
+    pub duration_ns: u64,
+    pub task: Task,
+    pub op: CudaOp,
+    /// `cudaError_t`.
+    pub ret: i32,
+    pub args: CudaArgs,
+}
+
+/// A traced thread's time off the CPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OffCpu {
+    /// Switch-out time.
+    pub ts_ns: u64,
+    pub duration_ns: u64,
+    pub task: Task,
+    pub reason: OffCpuReason,
+    pub prev_state: i64,
+    /// The thread that ran instead.
+    pub next_tid: u32,
+    pub next_comm: Comm,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcessOp {
+    Exec,
+    /// The whole process ended (its last thread exited).
+    Exit,
+    ThreadExit,
+    /// A new process.
+    Fork,
+    /// A new thread in the same process.
+    ThreadStart,
+}
+
+impl ProcessOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProcessOp::Exec => "exec",
+            ProcessOp::Exit => "exit",
+            ProcessOp::ThreadExit => "thread_exit",
+            ProcessOp::Fork => "fork",
+            ProcessOp::ThreadStart => "thread_start",
+        }
+    }
+}
+
+/// Process or thread lifecycle.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcessEvent {
+    pub ts_ns: u64,
+    /// Exec/exit: the task itself. Fork/thread start: the parent.
+    pub task: Task,
+    pub op: ProcessOp,
+    /// Fork/thread start: the child's tid. Exec: the pid before exec.
+    pub other_pid: u32,
+    /// False when the fork's clone flags were missed, so fork versus thread is a guess.
+    pub clone_flags_known: bool,
+    /// Exec: the file. Fork: the child's name.
+    pub text: String,
+}
+
+/// Everything the probes report.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    Cuda(CudaCall),
+    OffCpu(OffCpu),
+    Process(ProcessEvent),
+}
+
+impl Event {
+    pub fn ts_ns(&self) -> u64 {
+        match self {
+            Event::Cuda(e) => e.ts_ns,
+            Event::OffCpu(e) => e.ts_ns,
+            Event::Process(e) => e.ts_ns,
+        }
+    }
+
+    pub fn task(&self) -> &Task {
+        match self {
+            Event::Cuda(e) => &e.task,
+            Event::OffCpu(e) => &e.task,
+            Event::Process(e) => &e.task,
+        }
+    }
+}
+
+impl CudaCall {
+    pub fn op_name(&self) -> &'static str {
+        self.op.name()
+    }
+}

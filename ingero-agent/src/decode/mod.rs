@@ -1,0 +1,119 @@
+//! Ring buffer bytes to [`Event`]: the one event type everything downstream consumes.
+//!
+//! Decoding never trusts the bytes: a short or unknown record is an error the caller counts,
+//! never a panic.
+
+mod cuda_args;
+mod event;
+
+pub use cuda_args::{CudaArgs, MemcpyKind, cuda_error_name};
+pub use event::{Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task};
+
+use ingero_ebpf::{
+    CudaOp, CudaRecord, OffCpuReason, OffCpuRecord, ProcessRecord, RecordHeader, RecordKind,
+    process_flags,
+};
+
+/// Why a record could not be decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("record of {0} bytes is shorter than its header")]
+    Short(usize),
+    #[error("unknown record kind {0}")]
+    UnknownKind(u16),
+    #[error("record of kind {kind} has {len} bytes, expected {expected}")]
+    WrongSize { kind: u16, len: usize, expected: usize },
+    #[error("unknown CUDA op {0}")]
+    UnknownOp(u16),
+    #[error("unknown off-CPU reason {0}")]
+    UnknownReason(u32),
+}
+
+fn read<T: Copy>(bytes: &[u8], kind: u16) -> Result<T, DecodeError> {
+    let expected = std::mem::size_of::<T>();
+    if bytes.len() < expected {
+        return Err(DecodeError::WrongSize { kind, len: bytes.len(), expected });
+    }
+    // SAFETY: the length is checked above and every record type is plain-old-data `repr(C)`
+    // for which any bit pattern is valid; the read is unaligned-safe.
+    Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+fn task(h: &RecordHeader) -> Task {
+    Task {
+        pid: h.tgid,
+        tid: h.tid,
+        comm: Comm::new(h.comm),
+        cgroup_id: h.cgroup_id,
+        cpu: h.cpu,
+    }
+}
+
+/// Decodes one ring buffer record.
+pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
+    if bytes.len() < std::mem::size_of::<RecordHeader>() {
+        return Err(DecodeError::Short(bytes.len()));
+    }
+    let header: RecordHeader = read(bytes, 0)?;
+    let kind = RecordKind::from_u16(header.kind).ok_or(DecodeError::UnknownKind(header.kind))?;
+    match kind {
+        RecordKind::Cuda => {
+            let r: CudaRecord = read(bytes, header.kind)?;
+            let op = CudaOp::from_u16(r.header.op).ok_or(DecodeError::UnknownOp(r.header.op))?;
+            let ret = r.ret as i32;
+            Ok(Event::Cuda(CudaCall {
+                ts_ns: r.header.ts_ns,
+                duration_ns: r.duration_ns,
+                task: task(&r.header),
+                op,
+                ret,
+                args: CudaArgs::decode(op, &r.args, ret),
+            }))
+        }
+        RecordKind::OffCpu => {
+            let r: OffCpuRecord = read(bytes, header.kind)?;
+            let reason = OffCpuReason::from_u32(r.reason).ok_or(DecodeError::UnknownReason(r.reason))?;
+            Ok(Event::OffCpu(OffCpu {
+                ts_ns: r.header.ts_ns,
+                duration_ns: r.duration_ns,
+                task: task(&r.header),
+                reason,
+                prev_state: r.prev_state,
+                next_tid: r.next_tid,
+                next_comm: Comm::new(r.next_comm),
+            }))
+        }
+        RecordKind::Exec | RecordKind::Exit | RecordKind::Fork => {
+            let r: ProcessRecord = read(bytes, header.kind)?;
+            let thread = r.flags & process_flags::THREAD != 0;
+            let op = match kind {
+                RecordKind::Exec => ProcessOp::Exec,
+                RecordKind::Exit if r.flags & process_flags::GROUP_DEAD != 0 => ProcessOp::Exit,
+                RecordKind::Exit => ProcessOp::ThreadExit,
+                _ if thread => ProcessOp::ThreadStart,
+                _ => ProcessOp::Fork,
+            };
+            let text_end = r.filename.iter().position(|b| *b == 0).unwrap_or(r.filename.len());
+            Ok(Event::Process(ProcessEvent {
+                ts_ns: r.header.ts_ns,
+                task: task(&r.header),
+                op,
+                other_pid: r.other_pid,
+                clone_flags_known: r.flags & process_flags::CLONE_FLAGS_UNKNOWN == 0,
+                text: String::from_utf8_lossy(&r.filename[..text_end]).into_owned(),
+            }))
+        }
+    }
+}
+
+/// Views a record as bytes (tests and the capture-replay benchmark build records this way).
+pub fn record_bytes<T: Copy>(record: &T) -> &[u8] {
+    // SAFETY: `T` is a plain `repr(C)` record; viewing its bytes is always valid for reads
+    // (padding bytes, if any, are only copied, never interpreted).
+    unsafe {
+        std::slice::from_raw_parts((record as *const T).cast::<u8>(), std::mem::size_of::<T>())
+    }
+}
+
+#[cfg(test)]
+mod tests;

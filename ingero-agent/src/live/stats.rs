@@ -1,0 +1,177 @@
+//! Running statistics of a trace session: per-op latency sketches, off-CPU totals, lifecycle
+//! counts and losses. Memory is bounded: one histogram per op, and at most
+//! [`MAX_PREEMPTORS`] distinct "ran instead" names (the rest are folded into `(other)`).
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use ingero_ebpf::{CudaOp, OffCpuReason};
+
+use crate::decode::{Event, ProcessOp};
+
+/// Distinct names kept for "who ran instead".
+pub const MAX_PREEMPTORS: usize = 256;
+const OTHER: &str = "(other)";
+
+/// Latency of one op. Percentiles come from a streaming HDR histogram (3 significant digits),
+/// never from sorting samples.
+pub struct OpStats {
+    pub count: u64,
+    pub errors: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    histogram: Histogram<u64>,
+}
+
+impl OpStats {
+    fn new() -> Self {
+        OpStats {
+            count: 0,
+            errors: 0,
+            total_ns: 0,
+            max_ns: 0,
+            // 1 ns .. 1 hour at 3 significant digits; the bounds are constants, so this cannot
+            // fail at run time.
+            histogram: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!())),
+        }
+    }
+
+    fn record(&mut self, duration_ns: u64, failed: bool) {
+        self.count += 1;
+        self.errors += u64::from(failed);
+        self.total_ns = self.total_ns.saturating_add(duration_ns);
+        self.max_ns = self.max_ns.max(duration_ns);
+        self.histogram.saturating_record(duration_ns.max(1));
+    }
+
+    /// The duration at quantile `q` (0..=1).
+    pub fn quantile(&self, q: f64) -> u64 {
+        self.histogram.value_at_quantile(q)
+    }
+}
+
+/// Off-CPU totals of one reason.
+#[derive(Default, Clone, Debug)]
+pub struct OffCpuStats {
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+}
+
+/// Everything the live view and the final summary show.
+#[derive(Default)]
+pub struct Stats {
+    pub ops: BTreeMap<CudaOp, OpStats>,
+    pub preempted: OffCpuStats,
+    pub blocked: OffCpuStats,
+    /// Off-CPU nanoseconds by the name of what ran instead.
+    pub ran_instead: BTreeMap<String, u64>,
+    pub lifecycle: BTreeMap<&'static str, u64>,
+    pub events: u64,
+    pub decode_errors: u64,
+}
+
+impl Stats {
+    pub fn record(&mut self, event: &Event) {
+        self.events += 1;
+        match event {
+            Event::Cuda(c) => self
+                .ops
+                .entry(c.op)
+                .or_insert_with(OpStats::new)
+                .record(c.duration_ns, c.ret != 0),
+            Event::OffCpu(o) => {
+                let bucket = match o.reason {
+                    OffCpuReason::Preempted => &mut self.preempted,
+                    OffCpuReason::Blocked => &mut self.blocked,
+                };
+                bucket.count += 1;
+                bucket.total_ns = bucket.total_ns.saturating_add(o.duration_ns);
+                bucket.max_ns = bucket.max_ns.max(o.duration_ns);
+                if o.reason == OffCpuReason::Preempted {
+                    let name = o.next_comm.as_str();
+                    let key = if self.ran_instead.contains_key(name.as_ref())
+                        || self.ran_instead.len() < MAX_PREEMPTORS
+                    {
+                        name.into_owned()
+                    } else {
+                        OTHER.to_string()
+                    };
+                    *self.ran_instead.entry(key).or_default() += o.duration_ns;
+                }
+            }
+            Event::Process(p) => {
+                let name = match p.op {
+                    ProcessOp::Exec => "exec",
+                    ProcessOp::Exit => "exit",
+                    ProcessOp::ThreadExit => "thread_exit",
+                    ProcessOp::Fork => "fork",
+                    ProcessOp::ThreadStart => "thread_start",
+                };
+                *self.lifecycle.entry(name).or_default() += 1;
+            }
+        }
+    }
+
+    /// The processes that preempted traced threads most, by time, largest first.
+    pub fn top_preemptors(&self, n: usize) -> Vec<(&str, u64)> {
+        let mut v: Vec<(&str, u64)> = self.ran_instead.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        v.truncate(n);
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::{Comm, CudaArgs, CudaCall, OffCpu, Task};
+
+    fn call(duration_ns: u64, ret: i32) -> Event {
+        Event::Cuda(CudaCall {
+            ts_ns: 1,
+            duration_ns,
+            task: Task { pid: 1, tid: 1, comm: Comm::from_str_lossy("t"), cgroup_id: 0, cpu: 0 },
+            op: CudaOp::Malloc,
+            ret,
+            args: CudaArgs::Alloc { size: 1, ptr: None, stream: None },
+        })
+    }
+
+    #[test]
+    fn percentiles_track_the_distribution() {
+        let mut stats = Stats::default();
+        for i in 1..=1000u64 {
+            stats.record(&call(i * 1000, i32::from(i % 10 == 0)));
+        }
+        let op = &stats.ops[&CudaOp::Malloc];
+        assert_eq!(op.count, 1000);
+        assert_eq!(op.errors, 100);
+        assert_eq!(op.max_ns, 1_000_000);
+        let p50 = op.quantile(0.5) as f64;
+        let p99 = op.quantile(0.99) as f64;
+        assert!((p50 - 500_000.0).abs() / 500_000.0 < 0.01, "p50 {p50}");
+        assert!((p99 - 990_000.0).abs() / 990_000.0 < 0.01, "p99 {p99}");
+        assert_eq!(op.total_ns, (1..=1000u64).map(|i| i * 1000).sum::<u64>());
+    }
+
+    #[test]
+    fn preemptor_names_are_bounded() {
+        let mut stats = Stats::default();
+        for i in 0..(MAX_PREEMPTORS + 50) {
+            stats.record(&Event::OffCpu(OffCpu {
+                ts_ns: 0,
+                duration_ns: 10,
+                task: Task { pid: 1, tid: 1, comm: Comm::from_str_lossy("t"), cgroup_id: 0, cpu: 0 },
+                reason: OffCpuReason::Preempted,
+                prev_state: 0,
+                next_tid: 2,
+                next_comm: Comm::from_str_lossy(&format!("p{i}")),
+            }));
+        }
+        assert_eq!(stats.ran_instead.len(), MAX_PREEMPTORS + 1);
+        assert_eq!(stats.ran_instead[OTHER], 500);
+        assert_eq!(stats.preempted.count, MAX_PREEMPTORS as u64 + 50);
+    }
+}

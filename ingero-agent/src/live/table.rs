@@ -1,0 +1,106 @@
+//! Rendering [`Stats`] as the table the live view refreshes and the final summary prints.
+
+use std::fmt::Write;
+
+use super::Stats;
+
+/// A human duration: `850ns`, `12.3µs`, `4.56ms`, `1.23s`.
+pub fn duration(ns: u64) -> String {
+    match ns {
+        0..1_000 => format!("{ns}ns"),
+        1_000..1_000_000 => format!("{:.1}µs", ns as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.2}ms", ns as f64 / 1e6),
+        _ => format!("{:.2}s", ns as f64 / 1e9),
+    }
+}
+
+/// Extra lines shown under the table (losses, annotation counters).
+pub struct Footer<'a> {
+    pub drops: &'a [(&'static str, u64)],
+    pub extra: &'a [String],
+}
+
+/// The whole table as text.
+pub fn render(stats: &Stats, footer: &Footer<'_>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<28} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>11}",
+        "OPERATION", "COUNT", "ERRORS", "P50", "P95", "P99", "MAX", "TOTAL"
+    );
+    if stats.ops.is_empty() {
+        let _ = writeln!(out, "(no CUDA calls yet)");
+    }
+    for (op, s) in &stats.ops {
+        let _ = writeln!(
+            out,
+            "{:<28} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>11}",
+            op.name(),
+            s.count,
+            s.errors,
+            duration(s.quantile(0.50)),
+            duration(s.quantile(0.95)),
+            duration(s.quantile(0.99)),
+            duration(s.max_ns),
+            duration(s.total_ns),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "off-CPU: preempted {} times, {} total (max {}); blocked {} times, {} total (max {})",
+        stats.preempted.count,
+        duration(stats.preempted.total_ns),
+        duration(stats.preempted.max_ns),
+        stats.blocked.count,
+        duration(stats.blocked.total_ns),
+        duration(stats.blocked.max_ns),
+    );
+    let top = stats.top_preemptors(3);
+    if !top.is_empty() {
+        let names: Vec<String> = top.iter().map(|(n, t)| format!("{n} {}", duration(*t))).collect();
+        let _ = writeln!(out, "  preempted by: {}", names.join(", "));
+    }
+    if !stats.lifecycle.is_empty() {
+        let parts: Vec<String> = stats.lifecycle.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(out, "processes: {}", parts.join(", "));
+    }
+    let lost: Vec<String> = footer
+        .drops
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "drops: {}",
+        if lost.is_empty() { "none".to_string() } else { lost.join(", ") }
+    );
+    for line in footer.extra {
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_pick_readable_units() {
+        assert_eq!(duration(850), "850ns");
+        assert_eq!(duration(12_340), "12.3µs");
+        assert_eq!(duration(4_560_000), "4.56ms");
+        assert_eq!(duration(1_230_000_000), "1.23s");
+    }
+
+    #[test]
+    fn empty_table_says_so_and_shows_drops() {
+        let text = render(
+            &Stats::default(),
+            &Footer { drops: &[("ring_full_cuda", 3), ("nesting_overflow", 0)], extra: &[] },
+        );
+        assert!(text.contains("(no CUDA calls yet)"));
+        assert!(text.contains("drops: ring_full_cuda 3"));
+        assert!(!text.contains("nesting_overflow"));
+    }
+}

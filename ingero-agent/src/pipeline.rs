@@ -1,0 +1,93 @@
+//! The user-space pipeline after the ring buffers: decode each record, update the live
+//! statistics, and write `--json` lines. It is fed raw record bytes, so the drain benchmark can
+//! replay captured records through exactly the code the agent runs.
+
+use std::{
+    collections::BTreeMap,
+    io::{self, Write},
+};
+
+use crate::{
+    decode::{self, DecodeError},
+    live::Stats,
+    output::json::event_json,
+};
+
+/// Where events go.
+pub struct Pipeline {
+    pub stats: Stats,
+    json: Option<Box<dyn Write + Send>>,
+    /// Records that could not be decoded, by reason (never silently lost).
+    pub decode_errors: BTreeMap<String, u64>,
+    /// Set when writing `--json` output failed (for example a closed pipe).
+    pub output_error: Option<io::Error>,
+}
+
+impl Pipeline {
+    /// A pipeline that writes JSON lines to `json` when given, and always keeps statistics.
+    pub fn new(json: Option<Box<dyn Write + Send>>) -> Self {
+        Pipeline {
+            stats: Stats::default(),
+            json,
+            decode_errors: BTreeMap::new(),
+            output_error: None,
+        }
+    }
+
+    /// Handles one ring buffer record.
+    pub fn handle_record(&mut self, bytes: &[u8]) {
+        match decode::decode(bytes) {
+            Ok(event) => {
+                self.stats.record(&event);
+                if let Some(out) = self.json.as_mut() {
+                    if self.output_error.is_none() {
+                        let line = event_json(&event);
+                        if let Err(e) = serde_json::to_writer(&mut *out, &line)
+                            .map_err(io::Error::from)
+                            .and_then(|_| out.write_all(b"\n"))
+                        {
+                            self.output_error = Some(e);
+                        }
+                    }
+                }
+            }
+            Err(err) => self.count_decode_error(err),
+        }
+    }
+
+    /// Writes an already-rendered JSON line (annotations and other non-kernel records).
+    pub fn write_json_line(&mut self, value: &serde_json::Value) {
+        if let (Some(out), None) = (self.json.as_mut(), &self.output_error) {
+            if let Err(e) = serde_json::to_writer(&mut *out, value)
+                .map_err(io::Error::from)
+                .and_then(|_| out.write_all(b"\n"))
+            {
+                self.output_error = Some(e);
+            }
+        }
+    }
+
+    fn count_decode_error(&mut self, err: DecodeError) {
+        self.stats.decode_errors += 1;
+        let key = match err {
+            DecodeError::Short(_) => "short_record",
+            DecodeError::UnknownKind(_) => "unknown_kind",
+            DecodeError::WrongSize { .. } => "wrong_size",
+            DecodeError::UnknownOp(_) => "unknown_op",
+            DecodeError::UnknownReason(_) => "unknown_reason",
+        };
+        *self.decode_errors.entry(key.to_string()).or_default() += 1;
+    }
+
+    pub fn json_enabled(&self) -> bool {
+        self.json.is_some()
+    }
+
+    pub fn flush(&mut self) {
+        if let Some(out) = self.json.as_mut() {
+            if let Err(e) = out.flush() {
+                self.output_error.get_or_insert(e);
+            }
+        }
+    }
+}

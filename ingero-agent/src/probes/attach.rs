@@ -1,0 +1,147 @@
+//! Attaching programs: the CUDA entry/return pair to each exported symbol of a library (with
+//! the op and its flags in the attach cookie), and the kernel tracepoints.
+
+use std::collections::BTreeSet;
+
+use anyhow::{Context, Result};
+use aya::{
+    Ebpf,
+    programs::{
+        TracePoint, UProbe,
+        trace_point::TracePointLinkId,
+        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope},
+    },
+};
+use ingero_ebpf::{CudaOp, cuda_ops::cookie};
+
+use crate::discover::{LibraryFile, exported_functions};
+
+const ENTRY: &str = "cuda_enter";
+const RETURN: &str = "cuda_return";
+const TRACEPOINTS: &[(&str, &str, &str)] = &[
+    ("sched_switch", "sched", "sched_switch"),
+    ("sched_process_exec", "sched", "sched_process_exec"),
+    ("sched_process_exit", "sched", "sched_process_exit"),
+    ("sched_process_fork", "sched", "sched_process_fork"),
+    ("task_newtask", "task", "task_newtask"),
+];
+
+/// Every link, by program, so they can be detached explicitly.
+#[derive(Default)]
+pub struct Links {
+    entries: Vec<UProbeLinkId>,
+    returns: Vec<UProbeLinkId>,
+    tracepoints: Vec<(&'static str, TracePointLinkId)>,
+    loaded: BTreeSet<&'static str>,
+}
+
+impl Links {
+    pub fn len(&self) -> usize {
+        self.entries.len() + self.returns.len() + self.tracepoints.len()
+    }
+
+    pub fn detach_all(&mut self, ebpf: &mut Ebpf) {
+        if let Ok(p) = uprobe(ebpf, ENTRY) {
+            for id in self.entries.drain(..) {
+                let _ = p.detach(id);
+            }
+        }
+        if let Ok(p) = uprobe(ebpf, RETURN) {
+            for id in self.returns.drain(..) {
+                let _ = p.detach(id);
+            }
+        }
+        for (name, id) in self.tracepoints.drain(..) {
+            if let Some(Ok(p)) = ebpf.program_mut(name).map(<&mut TracePoint>::try_from) {
+                let _ = p.detach(id);
+            }
+        }
+    }
+}
+
+/// What attaching one library did.
+#[derive(Clone, Debug, Default)]
+pub struct LibraryAttach {
+    /// Symbols attached (entry and return each).
+    pub attached: Vec<&'static str>,
+    /// Traced symbols this library does not export.
+    pub missing: Vec<&'static str>,
+}
+
+/// Summary for the user.
+#[derive(Clone, Debug, Default)]
+pub struct AttachReport {
+    pub libraries: Vec<(std::path::PathBuf, LibraryAttach)>,
+    pub tracepoints: usize,
+}
+
+fn uprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut UProbe> {
+    let program = ebpf
+        .program_mut(name)
+        .with_context(|| format!("the eBPF object has no program {name}"))?;
+    <&mut UProbe>::try_from(program).with_context(|| format!("{name} is not a uprobe"))
+}
+
+fn ensure_loaded(ebpf: &mut Ebpf, links: &mut Links, name: &'static str) -> Result<()> {
+    if links.loaded.insert(name) {
+        let result = match ebpf.program_mut(name) {
+            Some(p) => match p {
+                aya::programs::Program::UProbe(u) => u.load(),
+                aya::programs::Program::TracePoint(t) => t.load(),
+                _ => Ok(()),
+            },
+            None => anyhow::bail!("the eBPF object has no program {name}"),
+        };
+        result.with_context(|| format!("the kernel rejected the eBPF program {name}"))?;
+    }
+    Ok(())
+}
+
+/// Attaches the entry and return programs to every traced symbol the library exports.
+pub fn library(ebpf: &mut Ebpf, links: &mut Links, library: &LibraryFile) -> Result<LibraryAttach> {
+    ensure_loaded(ebpf, links, ENTRY)?;
+    ensure_loaded(ebpf, links, RETURN)?;
+    let exports = exported_functions(&library.path)?;
+    let mut report = LibraryAttach::default();
+    for op in CudaOp::ALL {
+        for symbol in op.symbols() {
+            let Some(export) = exports.iter().find(|e| e.name == *symbol) else {
+                report.missing.push(symbol);
+                continue;
+            };
+            let point = || UProbeAttachPoint {
+                location: UProbeAttachLocation::AbsoluteOffset(export.file_offset),
+                cookie: Some(cookie(*op, op.flags())),
+            };
+            let entry = uprobe(ebpf, ENTRY)?
+                .attach(point(), &library.path, UProbeScope::AllProcesses)
+                .with_context(|| format!("attaching to {symbol} in {}", library.path.display()))?;
+            links.entries.push(entry);
+            let ret = uprobe(ebpf, RETURN)?
+                .attach(point(), &library.path, UProbeScope::AllProcesses)
+                .with_context(|| {
+                    format!("attaching a return probe to {symbol} in {}", library.path.display())
+                })?;
+            links.returns.push(ret);
+            report.attached.push(symbol);
+        }
+    }
+    Ok(report)
+}
+
+/// Attaches the scheduler and process tracepoints; returns how many.
+pub fn tracepoints(ebpf: &mut Ebpf, links: &mut Links) -> Result<usize> {
+    for (program, category, name) in TRACEPOINTS {
+        ensure_loaded(ebpf, links, program)?;
+        let tp: &mut TracePoint = ebpf
+            .program_mut(program)
+            .with_context(|| format!("the eBPF object has no program {program}"))?
+            .try_into()
+            .with_context(|| format!("{program} is not a tracepoint"))?;
+        let id = tp
+            .attach(category, name)
+            .with_context(|| format!("attaching tracepoint {category}/{name}"))?;
+        links.tracepoints.push((program, id));
+    }
+    Ok(TRACEPOINTS.len())
+}

@@ -1,0 +1,191 @@
+//! CUDA runtime uprobes: one entry and one return program shared by every attached symbol.
+//!
+//! The attach cookie says which op fired and what extra work it needs. Entry pushes a frame on
+//! the thread's small stack (so nested traced calls pair correctly); return pops it and emits a
+//! [`CudaRecord`].
+
+use aya_ebpf::{
+    EbpfContext,
+    helpers::{bpf_get_attach_cookie, bpf_get_current_pid_tgid, bpf_probe_read_user},
+    macros::{uprobe, uretprobe},
+    programs::{ProbeContext, RetProbeContext},
+};
+use ingero_ebpf::{
+    ALLOC_PTR_SLOT, CudaRecord, FREE_SIZE_SLOT, FilterMode, MAX_ARGS, OpFlags, RecordKind,
+    counters, cuda_ops::split_cookie,
+};
+
+use super::{
+    context::{config, count, header, is_tracked, now_ns, track},
+    maps::{ALLOCS, AllocKey, CUDA_EVENTS, FRAMES_TEMPLATE, MAX_DEPTH, THREAD_FRAMES, ThreadFrames},
+};
+
+#[uprobe]
+pub fn cuda_enter(ctx: ProbeContext) -> u32 {
+    enter(&ctx);
+    0
+}
+
+#[uretprobe]
+pub fn cuda_return(ctx: RetProbeContext) -> u32 {
+    leave(&ctx);
+    0
+}
+
+/// `cudaLaunchConfig_t` up to the fields ingero reads.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct LaunchConfig {
+    grid: [u32; 3],
+    block: [u32; 3],
+    dynamic_smem_bytes: u64,
+    stream: u64,
+}
+
+#[inline(always)]
+fn frames_of(pid_tgid: u64) -> Option<*mut ThreadFrames> {
+    if let Some(p) = THREAD_FRAMES.get_ptr_mut(&pid_tgid) {
+        return Some(p);
+    }
+    let template = FRAMES_TEMPLATE.get_ptr_mut(0)?;
+    // SAFETY: the per-CPU template is only touched by this program on this CPU; its frames are
+    // never read before being written, so only `depth` needs resetting.
+    unsafe { (*template).depth = 0 };
+    // SAFETY: `template` points at a live map value of the right type.
+    if THREAD_FRAMES.insert(&pid_tgid, unsafe { &*template }, 0).is_err() {
+        count(counters::FRAMES_UNAVAILABLE);
+        return None;
+    }
+    THREAD_FRAMES.get_ptr_mut(&pid_tgid)
+}
+
+#[inline(always)]
+fn enter(ctx: &ProbeContext) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    let Some(cfg) = config() else { return };
+    if tgid == cfg.agent_tgid {
+        return;
+    }
+    if !is_tracked(tgid) {
+        if cfg.filter_mode == FilterMode::Listed as u32 {
+            return;
+        }
+        track(tgid);
+    }
+    // SAFETY: the context is a valid uprobe context.
+    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let (_, flags) = split_cookie(cookie);
+    let Some(frames) = frames_of(pid_tgid) else {
+        return;
+    };
+    // SAFETY: `frames` points at this thread's map value; only this thread touches it.
+    let frames = unsafe { &mut *frames };
+    let depth = frames.depth;
+    if depth >= MAX_DEPTH {
+        frames.depth = depth + 1;
+        count(counters::NESTING_OVERFLOW);
+        return;
+    }
+    let frame = &mut frames.frames[depth as usize];
+    frame.cookie = cookie;
+    // SAFETY: `regs` is the probe's saved register set.
+    let regs = unsafe { &*ctx.regs };
+    let mut args: [u64; MAX_ARGS] = [regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9, 0, 0];
+    if flags.contains(OpFlags::STACK_ARGS) {
+        // At entry [rsp] is the return address; the 7th and 8th arguments follow it.
+        let sp = regs.rsp;
+        // SAFETY: reads of user memory through the checked helper; failure is handled.
+        match unsafe { bpf_probe_read_user((sp + 8) as *const [u64; 2]) } {
+            Ok(words) => {
+                args[6] = words[0];
+                args[7] = words[1];
+            }
+            Err(_) => count(counters::ARG_READ_FAILED),
+        }
+    }
+    if flags.contains(OpFlags::LAUNCH_CONFIG) {
+        let config_ptr = args[0];
+        // SAFETY: as above.
+        match unsafe { bpf_probe_read_user(config_ptr as *const LaunchConfig) } {
+            Ok(c) => {
+                // Same slot layout as cudaLaunchKernel: func, grid xy, grid z, block xy,
+                // block z, (config pointer), shared memory, stream.
+                args = [
+                    args[1],
+                    c.grid[0] as u64 | (c.grid[1] as u64) << 32,
+                    c.grid[2] as u64,
+                    c.block[0] as u64 | (c.block[1] as u64) << 32,
+                    c.block[2] as u64,
+                    config_ptr,
+                    c.dynamic_smem_bytes,
+                    c.stream,
+                ];
+            }
+            Err(_) => count(counters::ARG_READ_FAILED),
+        }
+    }
+    if flags.contains(OpFlags::FREE) {
+        let key = AllocKey { tgid, _pad: 0, ptr: args[0] };
+        // SAFETY: the value is copied out immediately.
+        args[FREE_SIZE_SLOT] = unsafe { ALLOCS.get(&key) }.copied().unwrap_or(0);
+    }
+    frame.args = args;
+    frames.depth = depth + 1;
+    // Stamped last so the probe's own work is not counted in the call's duration.
+    frame.ts_ns = now_ns();
+}
+
+#[inline(always)]
+fn leave(ctx: &RetProbeContext) {
+    let now = now_ns();
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let Some(frames) = THREAD_FRAMES.get_ptr_mut(&pid_tgid) else {
+        return;
+    };
+    // SAFETY: this thread's map value; only this thread touches it.
+    let frames = unsafe { &mut *frames };
+    if frames.depth == 0 {
+        return;
+    }
+    let depth = frames.depth - 1;
+    frames.depth = depth;
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    let frame = frames.frames[depth as usize];
+    let tgid = (pid_tgid >> 32) as u32;
+    let (op, flags) = split_cookie(frame.cookie);
+    // cudaError_t is a 32-bit enum: only eax is meaningful.
+    let ret = ctx.ret::<u64>() as u32 as i32 as i64;
+    let mut args = frame.args;
+    if ret == 0 && flags.contains(OpFlags::ALLOC) {
+        // SAFETY: reads user memory through the checked helper.
+        match unsafe { bpf_probe_read_user(args[0] as *const u64) } {
+            Ok(ptr) => {
+                args[ALLOC_PTR_SLOT] = ptr;
+                let key = AllocKey { tgid, _pad: 0, ptr };
+                let _ = ALLOCS.insert(&key, &args[1], 0);
+            }
+            Err(_) => count(counters::ALLOC_READ_FAILED),
+        }
+    }
+    if ret == 0 && flags.contains(OpFlags::FREE) && args[0] != 0 {
+        let key = AllocKey { tgid, _pad: 0, ptr: args[0] };
+        if args[FREE_SIZE_SLOT] == 0 {
+            count(counters::FREE_UNKNOWN);
+        }
+        let _ = ALLOCS.remove(&key);
+    }
+    let Some(mut entry) = CUDA_EVENTS.reserve::<CudaRecord>(0) else {
+        count(counters::ring_full(RecordKind::Cuda));
+        return;
+    };
+    entry.write(CudaRecord {
+        header: header(RecordKind::Cuda as u16, op, frame.ts_ns, pid_tgid),
+        duration_ns: now.saturating_sub(frame.ts_ns),
+        ret,
+        args,
+    });
+    entry.submit(0);
+}

@@ -1,0 +1,163 @@
+//! The `#[repr(C)]` records the eBPF programs emit through ring buffers.
+//!
+//! Every record starts with a [`RecordHeader`] whose `kind` tells the decoder which record
+//! follows. Timestamps are CLOCK_MONOTONIC nanoseconds (`bpf_ktime_get_ns`).
+
+/// Length of a kernel task name (`TASK_COMM_LEN`).
+pub const COMM_LEN: usize = 16;
+/// Argument slots captured per CUDA call: six registers plus two stack words.
+pub const MAX_ARGS: usize = 8;
+/// Bytes of an exec'd file name kept in a [`ProcessRecord`].
+pub const FILENAME_LEN: usize = 128;
+
+/// What follows the header. The value also indexes the per-CPU ring buffer drop counters
+/// ([`crate::counters`]).
+#[repr(u16)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordKind {
+    Cuda = 1,
+    OffCpu = 2,
+    Exec = 3,
+    Exit = 4,
+    Fork = 5,
+}
+
+impl RecordKind {
+    pub const ALL: [RecordKind; 5] = [
+        RecordKind::Cuda,
+        RecordKind::OffCpu,
+        RecordKind::Exec,
+        RecordKind::Exit,
+        RecordKind::Fork,
+    ];
+
+    pub fn from_u16(v: u16) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| *k as u16 == v)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordKind::Cuda => "cuda",
+            RecordKind::OffCpu => "off_cpu",
+            RecordKind::Exec => "exec",
+            RecordKind::Exit => "exit",
+            RecordKind::Fork => "fork",
+        }
+    }
+}
+
+/// Common prefix of every record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RecordHeader {
+    /// A [`RecordKind`] value.
+    pub kind: u16,
+    /// For CUDA records the [`crate::CudaOp`]; zero otherwise.
+    pub op: u16,
+    /// CPU the record was produced on.
+    pub cpu: u32,
+    /// CLOCK_MONOTONIC nanoseconds: call entry, switch-out, or the lifecycle moment.
+    pub ts_ns: u64,
+    /// Thread group id (what user space calls the pid).
+    pub tgid: u32,
+    /// Kernel thread id.
+    pub tid: u32,
+    /// cgroup v2 id of the task.
+    pub cgroup_id: u64,
+    /// Task name, NUL padded.
+    pub comm: [u8; COMM_LEN],
+}
+
+/// One completed CUDA runtime call (entry paired with return).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CudaRecord {
+    pub header: RecordHeader,
+    pub duration_ns: u64,
+    /// The call's return value (`cudaError_t`), sign-extended.
+    pub ret: i64,
+    /// Raw argument words; their meaning depends on the op (see `CudaOp`).
+    /// For allocations `args[ALLOC_PTR_SLOT]` holds the resolved device pointer at return; for
+    /// frees `args[FREE_SIZE_SLOT]` holds the bytes of the live allocation it released.
+    pub args: [u64; MAX_ARGS],
+}
+
+/// Slot that receives `*devPtr` after a successful allocation (the unused 7th argument word).
+pub const ALLOC_PTR_SLOT: usize = 6;
+/// Slot that receives the freed size for `cudaFree`-like calls.
+pub const FREE_SIZE_SLOT: usize = 6;
+
+/// Why a thread left the CPU.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffCpuReason {
+    /// Still runnable when switched out: involuntary preemption.
+    Preempted = 1,
+    /// Switched out in a sleeping state: it blocked or slept voluntarily.
+    Blocked = 2,
+}
+
+impl OffCpuReason {
+    pub fn from_u32(v: u32) -> Option<Self> {
+        match v {
+            1 => Some(Self::Preempted),
+            2 => Some(Self::Blocked),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Preempted => "preempted",
+            Self::Blocked => "blocked",
+        }
+    }
+}
+
+/// One off-CPU interval of a traced thread, emitted when the thread runs again.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct OffCpuRecord {
+    /// `ts_ns` is the switch-out time; tgid/tid/comm/cgroup are the traced thread's.
+    pub header: RecordHeader,
+    pub duration_ns: u64,
+    /// `prev_state` as the sched_switch tracepoint reported it.
+    pub prev_state: i64,
+    /// An [`OffCpuReason`] value.
+    pub reason: u32,
+    /// Thread id that ran instead (the `next` of the switch-out).
+    pub next_tid: u32,
+    pub next_comm: [u8; COMM_LEN],
+}
+
+/// Process flags in [`ProcessRecord::flags`].
+pub mod process_flags {
+    /// Fork: the new task is a thread of the parent's group (CLONE_THREAD), not a new process.
+    pub const THREAD: u32 = 1;
+    /// Exit: the whole thread group is gone (the last thread exited).
+    pub const GROUP_DEAD: u32 = 2;
+    /// Fork: the clone flags were not seen (task_newtask missed), so THREAD is a guess.
+    pub const CLONE_FLAGS_UNKNOWN: u32 = 4;
+}
+
+/// Exec, exit or fork of a task that belongs to a traced process (or is forked from one).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ProcessRecord {
+    /// For fork, the parent; for exit and exec, the task itself.
+    pub header: RecordHeader,
+    /// Fork: child tid. Exec: the pid before exec (`old_pid`). Exit: zero.
+    pub other_pid: u32,
+    /// Bits from [`process_flags`].
+    pub flags: u32,
+    /// Fork: the clone flags from task_newtask.
+    pub clone_flags: u64,
+    /// Exec: the executed file (truncated, NUL terminated). Fork: the child's comm.
+    pub filename: [u8; FILENAME_LEN],
+}
+
+const _: () = assert!(core::mem::size_of::<RecordHeader>() == 48);
+const _: () = assert!(core::mem::size_of::<CudaRecord>() == 48 + 16 + 8 * MAX_ARGS);
+const _: () = assert!(core::mem::size_of::<OffCpuRecord>() == 48 + 24 + COMM_LEN);
+const _: () = assert!(core::mem::size_of::<ProcessRecord>() == 48 + 16 + FILENAME_LEN);
+const _: () = assert!(ALLOC_PTR_SLOT < MAX_ARGS && FREE_SIZE_SLOT < MAX_ARGS);

@@ -1,0 +1,219 @@
+//! Shared fixtures of the end-to-end tests: locating the agent binary and the real libcudart,
+//! building the C driver program, and running the agent with its JSON output collected.
+//!
+//! These tests need root (they load eBPF programs). `cargo xtask test` prepares everything
+//! they need: it builds the agent, fetches libcudart from the `nvidia-cuda-runtime-cu12` wheel,
+//! and sets `INGERO_BIN` and `INGERO_CUDART`.
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    path::{Path, PathBuf},
+    process::{Child, ChildStdin, ChildStdout, Command, Stdio},
+    sync::mpsc,
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Whether this process is root; kernel tests skip loudly otherwise.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Returns false (after saying why) when kernel tests cannot run here.
+pub fn kernel_tests_enabled() -> bool {
+    if !is_root() {
+        eprintln!("SKIPPED: kernel tests need root");
+        return false;
+    }
+    true
+}
+
+fn env_path(var: &str, fallback: PathBuf) -> Result<PathBuf> {
+    let path = std::env::var_os(var).map(PathBuf::from).unwrap_or(fallback);
+    if !path.exists() {
+        bail!("{} does not exist: run the tests through `cargo xtask test` or set {var}", path.display());
+    }
+    Ok(path)
+}
+
+/// The agent binary under test.
+pub fn agent_bin() -> Result<PathBuf> {
+    env_path("INGERO_BIN", root().join("target/release/ingero"))
+}
+
+/// The real libcudart.so.12 from the PyPI wheel.
+pub fn cudart() -> Result<PathBuf> {
+    env_path(
+        "INGERO_CUDART",
+        root().join("target/test-deps/cudart/nvidia/cuda_runtime/lib/libcudart.so.12"),
+    )
+}
+
+/// Compiles a C fixture from tests/fixtures into target/test-fixtures, once per content.
+pub fn build_fixture(name: &str, extra: &[&str]) -> Result<PathBuf> {
+    let src = root().join("tests/fixtures").join(format!("{name}.c"));
+    let out_dir = root().join("target/test-fixtures");
+    std::fs::create_dir_all(&out_dir)?;
+    let out = out_dir.join(name);
+    let status = Command::new("cc")
+        .args(["-O1", "-Wall", "-Werror", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .args(extra)
+        .status()
+        .context("running cc")?;
+    if !status.success() {
+        bail!("compiling {} failed", src.display());
+    }
+    Ok(out)
+}
+
+/// A running agent whose stdout (JSON lines) and stderr are collected.
+pub struct Agent {
+    child: Child,
+    stdout: mpsc::Receiver<String>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Agent {
+    /// Starts `ingero trace --json` with extra arguments and waits for its `attached` line.
+    pub fn start(args: &[&str]) -> Result<Agent> {
+        let mut child = Command::new(agent_bin()?)
+            .arg("trace")
+            .arg("--json")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting the agent")?;
+        let (out_tx, out_rx) = mpsc::channel();
+        let stdout = child.stdout.take().context("agent stdout")?;
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+                if out_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr_text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (attached_tx, attached_rx) = mpsc::channel();
+        let mut stderr = child.stderr.take().context("agent stderr")?;
+        let sink = stderr_text.clone();
+        thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            let mut told = false;
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let mut text = sink.lock().unwrap_or_else(|e| e.into_inner());
+                text.push_str(&String::from_utf8_lossy(&buf[..n]));
+                if !told && text.contains("attached") {
+                    told = true;
+                    let _ = attached_tx.send(());
+                }
+            }
+        });
+        let mut agent = Agent { child, stdout: out_rx, stderr: stderr_text };
+        if attached_rx.recv_timeout(Duration::from_secs(30)).is_err() {
+            let _ = agent.child.kill();
+            bail!("the agent did not report `attached`; stderr:\n{}", agent.stderr());
+        }
+        Ok(agent)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Sends SIGINT, waits for a clean exit, and returns every JSON line it printed.
+    pub fn stop(mut self) -> Result<Vec<Value>> {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = self.child.try_wait()? {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                bail!("the agent did not exit after SIGINT; stderr:\n{}", self.stderr());
+            }
+            thread::sleep(Duration::from_millis(20));
+        };
+        // Let the reader thread finish the last lines.
+        thread::sleep(Duration::from_millis(100));
+        if !status.success() {
+            bail!("the agent exited with {status}; stderr:\n{}", self.stderr());
+        }
+        let mut events = Vec::new();
+        while let Ok(line) = self.stdout.try_recv() {
+            events.push(serde_json::from_str(&line).with_context(|| format!("not JSON: {line}"))?);
+        }
+        Ok(events)
+    }
+}
+
+/// A fixture program that prints JSON lines and waits for a go line on stdin.
+pub struct Driver {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Driver {
+    pub fn spawn(program: &Path, args: &[&str]) -> Result<Driver> {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {}", program.display()))?;
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().context("driver stdout")?);
+        Ok(Driver { child, stdin, stdout })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Reads the next JSON line the driver prints.
+    pub fn read(&mut self) -> Result<Value> {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line)?;
+        serde_json::from_str(&line).with_context(|| format!("driver printed {line:?}"))
+    }
+
+    /// Lets the driver proceed, then waits for its final line and its exit.
+    pub fn go_and_finish(mut self) -> Result<Value> {
+        let mut stdin = self.stdin.take().context("driver stdin")?;
+        stdin.write_all(b"go\n")?;
+        drop(stdin);
+        let last = self.read()?;
+        let status = self.child.wait()?;
+        if !status.success() {
+            bail!("the driver exited with {status}");
+        }
+        Ok(last)
+    }
+}
+
+/// Events of one type and op.
+pub fn events<'a>(all: &'a [Value], kind: &str, op: &str) -> Vec<&'a Value> {
+    all.iter().filter(|e| e["type"] == kind && e["op"] == op).collect()
+}

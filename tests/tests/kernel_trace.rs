@@ -1,0 +1,141 @@
+//! Kernel tests of `ingero trace`: real uprobes on the real libcudart from the PyPI wheel, real
+//! scheduler tracepoints. Run as root through `cargo xtask test` (one test at a time).
+
+use anyhow::Result;
+use ingero_e2e::{Agent, Driver, build_fixture, cudart, events, kernel_tests_enabled};
+use serde_json::{Value, json};
+
+fn driver_program() -> Result<std::path::PathBuf> {
+    build_fixture("cuda_driver", &["-lpthread", "-ldl"])
+}
+
+fn only<'a>(all: &'a [Value], op: &str, pid: u64) -> &'a Value {
+    let matching: Vec<&Value> =
+        events(all, "cuda", op).into_iter().filter(|e| e["pid"] == pid).collect();
+    assert_eq!(matching.len(), 1, "expected exactly one {op} from pid {pid}, got {matching:#?}");
+    matching[0]
+}
+
+#[test]
+fn cuda_calls_carry_exact_arguments_and_untargeted_processes_emit_nothing() -> Result<()> {
+    if !kernel_tests_enabled() {
+        return Ok(());
+    }
+    let lib = cudart()?;
+    let lib_str = lib.to_string_lossy().to_string();
+    let program = driver_program()?;
+    let mut target = Driver::spawn(&program, &[&lib_str, "calls"])?;
+    let mut outsider = Driver::spawn(&program, &[&lib_str, "calls"])?;
+    let ids = target.read()?;
+    outsider.read()?;
+    let pid = ids["pid"].as_u64().unwrap_or_default();
+    let tid = ids["tid"].as_u64().unwrap_or_default();
+    let outsider_pid = outsider.pid() as u64;
+
+    let agent = Agent::start(&["--cuda-lib", &lib_str, "--pid", &pid.to_string()])?;
+    let done = target.go_and_finish()?;
+    outsider.go_and_finish()?;
+    assert_eq!(done["ret"], json!([35, 35, 35, 35, 35, 35]), "the driver saw other return codes");
+    let all = agent.stop()?;
+
+    for op in [
+        "cudaMalloc",
+        "cudaFree",
+        "cudaLaunchKernel",
+        "cudaMemcpy",
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+    ] {
+        let e = only(&all, op, pid);
+        assert_eq!(e["tid"], tid, "{op} tid");
+        assert_eq!(e["ret"], 35, "{op} return code");
+        assert_eq!(e["comm"], "cuda_driver", "{op} comm");
+        assert!(e["duration_ns"].as_u64().unwrap_or(0) > 0, "{op} duration: {e}");
+        assert!(e["ts_ns"].as_u64().unwrap_or(0) > 0, "{op} timestamp: {e}");
+        assert_eq!(e["args"]["error"], "cudaErrorInsufficientDriver");
+    }
+    let malloc = only(&all, "cudaMalloc", pid);
+    assert_eq!(malloc["args"]["size"], 1_048_576);
+    assert_eq!(malloc["args"]["ptr"], Value::Null, "no pointer on failure");
+    let free = only(&all, "cudaFree", pid);
+    assert_eq!(free["args"]["ptr"], "0xdead0000");
+    let launch = only(&all, "cudaLaunchKernel", pid);
+    assert_eq!(launch["args"]["func"], "0x1234");
+    assert_eq!(launch["args"]["grid"], json!([16, 4, 1]));
+    assert_eq!(launch["args"]["block"], json!([32, 8, 1]));
+    assert_eq!(launch["args"]["shared_mem"], 1024);
+    assert_eq!(launch["args"]["stream"], "0xabcd");
+    let memcpy = only(&all, "cudaMemcpy", pid);
+    assert_eq!(memcpy["args"]["count"], 4096);
+    assert_eq!(memcpy["args"]["kind"], "H2D");
+    assert_eq!(only(&all, "cudaStreamSynchronize", pid)["args"]["stream"], "0xabcd");
+
+    // Calls happen in program order, each after the previous one returned.
+    let order: Vec<u64> = ["cudaMalloc", "cudaFree", "cudaLaunchKernel", "cudaMemcpy"]
+        .iter()
+        .map(|op| only(&all, op, pid)["ts_ns"].as_u64().unwrap_or(0))
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "timestamps out of order: {order:?}");
+
+    let leaked: Vec<&Value> = all.iter().filter(|e| e["pid"] == outsider_pid).collect();
+    assert!(leaked.is_empty(), "a process outside --pid produced events: {leaked:#?}");
+    Ok(())
+}
+
+#[test]
+fn off_cpu_intervals_tell_preemption_from_blocking_and_lifecycle_is_traced() -> Result<()> {
+    if !kernel_tests_enabled() {
+        return Ok(());
+    }
+    let lib = cudart()?;
+    let lib_str = lib.to_string_lossy().to_string();
+    let mut driver = Driver::spawn(&driver_program()?, &[&lib_str, "sched"])?;
+    let ids = driver.read()?;
+    let pid = ids["pid"].as_u64().unwrap_or_default();
+    let agent = Agent::start(&["--cuda-lib", &lib_str, "--pid", &pid.to_string()])?;
+    let done = driver.go_and_finish()?;
+    let child = done["child"].as_u64().unwrap_or_default();
+    let all = agent.stop()?;
+
+    let off_cpu = events(&all, "sched", "off_cpu");
+    let of_thread = |tid: &Value, reason: &str| -> Vec<&Value> {
+        off_cpu
+            .iter()
+            .copied()
+            .filter(|e| &e["tid"] == tid && e["args"]["reason"] == reason)
+            .collect()
+    };
+    let slept = of_thread(&ids["sleeper"], "blocked");
+    assert!(
+        slept.iter().filter(|e| e["duration_ns"].as_u64().unwrap_or(0) >= 15_000_000).count() >= 3,
+        "the sleeper's 20 ms sleeps must show as blocked off-CPU intervals: {slept:#?}"
+    );
+    let preempted = of_thread(&ids["victim"], "preempted");
+    assert!(
+        preempted.iter().any(|e| e["args"]["next_tid"] == ids["hog"] && e["args"]["next_comm"] == "hog"),
+        "the victim must be preempted by the hog pinned to its CPU: {preempted:#?}"
+    );
+    for e in slept.iter().chain(preempted.iter()) {
+        assert_eq!(e["pid"], pid, "off-CPU events carry the thread group id");
+    }
+
+    let forks: Vec<&Value> =
+        events(&all, "process", "fork").into_iter().filter(|e| e["args"]["child_tid"] == child).collect();
+    assert_eq!(forks.len(), 1, "one fork of the child: {forks:#?}");
+    assert_eq!(forks[0]["pid"], pid);
+    let threads: Vec<&Value> = events(&all, "process", "thread_start");
+    assert!(threads.is_empty() || threads.iter().all(|e| e["pid"] == pid));
+    let exec: Vec<&Value> =
+        events(&all, "process", "exec").into_iter().filter(|e| e["pid"] == child).collect();
+    assert_eq!(exec.len(), 1, "the child's exec: {exec:#?}");
+    assert_eq!(exec[0]["args"]["filename"], "/bin/true");
+    let exits: Vec<&Value> =
+        events(&all, "process", "exit").into_iter().filter(|e| e["pid"] == child).collect();
+    assert_eq!(exits.len(), 1, "the child's process exit: {exits:#?}");
+    let thread_exits: Vec<&Value> = events(&all, "process", "thread_exit")
+        .into_iter()
+        .filter(|e| e["tid"] == ids["sleeper"] || e["tid"] == ids["victim"] || e["tid"] == ids["hog"])
+        .collect();
+    assert_eq!(thread_exits.len(), 3, "the three worker threads end as thread exits: {thread_exits:#?}");
+    Ok(())
+}

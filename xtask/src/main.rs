@@ -1,0 +1,36 @@
+//! Project tasks: `cargo xtask build-ebpf`, `cargo xtask test`, `cargo xtask bench`.
+//!
+//! Each task is a module; this file only parses the command line.
+
+mod bench;
+mod ebpf;
+mod test;
+mod util;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "xtask", about = "Build, test and benchmark ingero")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build the eBPF object from source and commit-ready copy it to ingero-ebpf/prebuilt/.
+    BuildEbpf(ebpf::BuildArgs),
+    /// The full test run CI uses: fmt, clippy, unit tests, eBPF freshness, kernel tests.
+    Test(test::TestArgs),
+    /// Benchmarks (not tests): `probes`, `record`, `analyze`.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::BuildEbpf(args) => ebpf::build(&args).map(|_| ()),
+        Command::Test(args) => test::run(&args),
+        Command::Bench(args) => bench::run(&args),
+    }
+}
