@@ -51,7 +51,12 @@ pub struct Config {
     /// The agent's own tgid: never traced, so its own work cannot feed back into the trace.
     pub agent_tgid: u32,
     pub layout: TracepointLayout,
+    /// Ring buffer fill level (bytes) from which a submit wakes the agent. Below it records are
+    /// submitted without a wakeup and the agent's periodic drain collects them in batches, so
+    /// the agent does not wake once per event.
+    pub wakeup_bytes: u32,
+    pub _pad: u32,
 }
 
 const _: () = assert!(core::mem::size_of::<TracepointLayout>() == 64);
-const _: () = assert!(core::mem::size_of::<Config>() == 72);
+const _: () = assert!(core::mem::size_of::<Config>() == 80);

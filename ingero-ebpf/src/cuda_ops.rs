@@ -36,7 +36,10 @@ pub const fn cookie(op: CudaOp, flags: OpFlags) -> u64 {
 
 /// Splits a cookie back into the raw op value and its flags.
 pub const fn split_cookie(cookie: u64) -> (u16, OpFlags) {
-    ((cookie & 0xffff) as u16, OpFlags(((cookie >> 16) & 0xffff) as u16))
+    (
+        (cookie & 0xffff) as u16,
+        OpFlags(((cookie >> 16) & 0xffff) as u16),
+    )
 }
 
 macro_rules! cuda_ops {

@@ -40,7 +40,10 @@ pub fn kernel_tests_enabled() -> bool {
 fn env_path(var: &str, fallback: PathBuf) -> Result<PathBuf> {
     let path = std::env::var_os(var).map(PathBuf::from).unwrap_or(fallback);
     if !path.exists() {
-        bail!("{} does not exist: run the tests through `cargo xtask test` or set {var}", path.display());
+        bail!(
+            "{} does not exist: run the tests through `cargo xtask test` or set {var}",
+            path.display()
+        );
     }
     Ok(path)
 }
@@ -124,10 +127,17 @@ impl Agent {
                 }
             }
         });
-        let mut agent = Agent { child, stdout: out_rx, stderr: stderr_text };
+        let mut agent = Agent {
+            child,
+            stdout: out_rx,
+            stderr: stderr_text,
+        };
         if attached_rx.recv_timeout(Duration::from_secs(30)).is_err() {
             let _ = agent.child.kill();
-            bail!("the agent did not report `attached`; stderr:\n{}", agent.stderr());
+            bail!(
+                "the agent did not report `attached`; stderr:\n{}",
+                agent.stderr()
+            );
         }
         Ok(agent)
     }
@@ -137,7 +147,10 @@ impl Agent {
     }
 
     pub fn stderr(&self) -> String {
-        self.stderr.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Sends SIGINT, waits for a clean exit, and returns every JSON line it printed.
@@ -151,7 +164,10 @@ impl Agent {
             }
             if Instant::now() > deadline {
                 let _ = self.child.kill();
-                bail!("the agent did not exit after SIGINT; stderr:\n{}", self.stderr());
+                bail!(
+                    "the agent did not exit after SIGINT; stderr:\n{}",
+                    self.stderr()
+                );
             }
             thread::sleep(Duration::from_millis(20));
         };
@@ -185,7 +201,11 @@ impl Driver {
             .with_context(|| format!("starting {}", program.display()))?;
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().context("driver stdout")?);
-        Ok(Driver { child, stdin, stdout })
+        Ok(Driver {
+            child,
+            stdin,
+            stdout,
+        })
     }
 
     pub fn pid(&self) -> u32 {
@@ -215,5 +235,7 @@ impl Driver {
 
 /// Events of one type and op.
 pub fn events<'a>(all: &'a [Value], kind: &str, op: &str) -> Vec<&'a Value> {
-    all.iter().filter(|e| e["type"] == kind && e["op"] == op).collect()
+    all.iter()
+        .filter(|e| e["type"] == kind && e["op"] == op)
+        .collect()
 }

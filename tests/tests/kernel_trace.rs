@@ -10,9 +10,15 @@ fn driver_program() -> Result<std::path::PathBuf> {
 }
 
 fn only<'a>(all: &'a [Value], op: &str, pid: u64) -> &'a Value {
-    let matching: Vec<&Value> =
-        events(all, "cuda", op).into_iter().filter(|e| e["pid"] == pid).collect();
-    assert_eq!(matching.len(), 1, "expected exactly one {op} from pid {pid}, got {matching:#?}");
+    let matching: Vec<&Value> = events(all, "cuda", op)
+        .into_iter()
+        .filter(|e| e["pid"] == pid)
+        .collect();
+    assert_eq!(
+        matching.len(),
+        1,
+        "expected exactly one {op} from pid {pid}, got {matching:#?}"
+    );
     matching[0]
 }
 
@@ -35,7 +41,11 @@ fn cuda_calls_carry_exact_arguments_and_untargeted_processes_emit_nothing() -> R
     let agent = Agent::start(&["--cuda-lib", &lib_str, "--pid", &pid.to_string()])?;
     let done = target.go_and_finish()?;
     outsider.go_and_finish()?;
-    assert_eq!(done["ret"], json!([35, 35, 35, 35, 35, 35]), "the driver saw other return codes");
+    assert_eq!(
+        done["ret"],
+        json!([35, 35, 35, 35, 35, 35]),
+        "the driver saw other return codes"
+    );
     let all = agent.stop()?;
 
     for op in [
@@ -50,7 +60,10 @@ fn cuda_calls_carry_exact_arguments_and_untargeted_processes_emit_nothing() -> R
         assert_eq!(e["tid"], tid, "{op} tid");
         assert_eq!(e["ret"], 35, "{op} return code");
         assert_eq!(e["comm"], "cuda_driver", "{op} comm");
-        assert!(e["duration_ns"].as_u64().unwrap_or(0) > 0, "{op} duration: {e}");
+        assert!(
+            e["duration_ns"].as_u64().unwrap_or(0) > 0,
+            "{op} duration: {e}"
+        );
         assert!(e["ts_ns"].as_u64().unwrap_or(0) > 0, "{op} timestamp: {e}");
         assert_eq!(e["args"]["error"], "cudaErrorInsufficientDriver");
     }
@@ -68,17 +81,26 @@ fn cuda_calls_carry_exact_arguments_and_untargeted_processes_emit_nothing() -> R
     let memcpy = only(&all, "cudaMemcpy", pid);
     assert_eq!(memcpy["args"]["count"], 4096);
     assert_eq!(memcpy["args"]["kind"], "H2D");
-    assert_eq!(only(&all, "cudaStreamSynchronize", pid)["args"]["stream"], "0xabcd");
+    assert_eq!(
+        only(&all, "cudaStreamSynchronize", pid)["args"]["stream"],
+        "0xabcd"
+    );
 
     // Calls happen in program order, each after the previous one returned.
     let order: Vec<u64> = ["cudaMalloc", "cudaFree", "cudaLaunchKernel", "cudaMemcpy"]
         .iter()
         .map(|op| only(&all, op, pid)["ts_ns"].as_u64().unwrap_or(0))
         .collect();
-    assert!(order.windows(2).all(|w| w[0] < w[1]), "timestamps out of order: {order:?}");
+    assert!(
+        order.windows(2).all(|w| w[0] < w[1]),
+        "timestamps out of order: {order:?}"
+    );
 
     let leaked: Vec<&Value> = all.iter().filter(|e| e["pid"] == outsider_pid).collect();
-    assert!(leaked.is_empty(), "a process outside --pid produced events: {leaked:#?}");
+    assert!(
+        leaked.is_empty(),
+        "a process outside --pid produced events: {leaked:#?}"
+    );
     Ok(())
 }
 
@@ -107,35 +129,96 @@ fn off_cpu_intervals_tell_preemption_from_blocking_and_lifecycle_is_traced() -> 
     };
     let slept = of_thread(&ids["sleeper"], "blocked");
     assert!(
-        slept.iter().filter(|e| e["duration_ns"].as_u64().unwrap_or(0) >= 15_000_000).count() >= 3,
+        slept
+            .iter()
+            .filter(|e| e["duration_ns"].as_u64().unwrap_or(0) >= 15_000_000)
+            .count()
+            >= 3,
         "the sleeper's 20 ms sleeps must show as blocked off-CPU intervals: {slept:#?}"
     );
     let preempted = of_thread(&ids["victim"], "preempted");
     assert!(
-        preempted.iter().any(|e| e["args"]["next_tid"] == ids["hog"] && e["args"]["next_comm"] == "hog"),
+        preempted
+            .iter()
+            .any(|e| e["args"]["next_tid"] == ids["hog"] && e["args"]["next_comm"] == "hog"),
         "the victim must be preempted by the hog pinned to its CPU: {preempted:#?}"
     );
     for e in slept.iter().chain(preempted.iter()) {
         assert_eq!(e["pid"], pid, "off-CPU events carry the thread group id");
     }
 
-    let forks: Vec<&Value> =
-        events(&all, "process", "fork").into_iter().filter(|e| e["args"]["child_tid"] == child).collect();
+    let forks: Vec<&Value> = events(&all, "process", "fork")
+        .into_iter()
+        .filter(|e| e["args"]["child_tid"] == child)
+        .collect();
     assert_eq!(forks.len(), 1, "one fork of the child: {forks:#?}");
     assert_eq!(forks[0]["pid"], pid);
     let threads: Vec<&Value> = events(&all, "process", "thread_start");
     assert!(threads.is_empty() || threads.iter().all(|e| e["pid"] == pid));
-    let exec: Vec<&Value> =
-        events(&all, "process", "exec").into_iter().filter(|e| e["pid"] == child).collect();
+    let exec: Vec<&Value> = events(&all, "process", "exec")
+        .into_iter()
+        .filter(|e| e["pid"] == child)
+        .collect();
     assert_eq!(exec.len(), 1, "the child's exec: {exec:#?}");
     assert_eq!(exec[0]["args"]["filename"], "/bin/true");
-    let exits: Vec<&Value> =
-        events(&all, "process", "exit").into_iter().filter(|e| e["pid"] == child).collect();
+    let exits: Vec<&Value> = events(&all, "process", "exit")
+        .into_iter()
+        .filter(|e| e["pid"] == child)
+        .collect();
     assert_eq!(exits.len(), 1, "the child's process exit: {exits:#?}");
     let thread_exits: Vec<&Value> = events(&all, "process", "thread_exit")
         .into_iter()
-        .filter(|e| e["tid"] == ids["sleeper"] || e["tid"] == ids["victim"] || e["tid"] == ids["hog"])
+        .filter(|e| {
+            e["tid"] == ids["sleeper"] || e["tid"] == ids["victim"] || e["tid"] == ids["hog"]
+        })
         .collect();
-    assert_eq!(thread_exits.len(), 3, "the three worker threads end as thread exits: {thread_exits:#?}");
+    assert_eq!(
+        thread_exits.len(),
+        3,
+        "the three worker threads end as thread exits: {thread_exits:#?}"
+    );
+    Ok(())
+}
+
+/// The wheel's copy, as the Python environment's site-packages holds it (`.ci/run` installs
+/// `nvidia-cuda-runtime-cu12` with pip).
+fn site_packages_cudart() -> Result<String> {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import importlib.util, os; s = importlib.util.find_spec('nvidia.cuda_runtime'); \
+             print(os.path.join(list(s.submodule_search_locations)[0], 'lib', 'libcudart.so.12'))",
+        ])
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "nvidia-cuda-runtime-cu12 is not installed in python3's site-packages: pip install it"
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+#[test]
+fn finds_the_wheel_in_site_packages_without_cuda_lib() -> Result<()> {
+    if !kernel_tests_enabled() {
+        return Ok(());
+    }
+    let lib = site_packages_cudart()?;
+    // The agent starts first, so no running process maps the library yet: it must come from
+    // the install-place search.
+    let agent = Agent::start(&[])?;
+    assert!(
+        agent
+            .stderr()
+            .contains("site-packages/nvidia/cuda_runtime/lib/libcudart.so.12"),
+        "{}",
+        agent.stderr()
+    );
+    let mut driver = Driver::spawn(&driver_program()?, &[&lib, "calls"])?;
+    let pid = driver.read()?["pid"].as_u64().unwrap_or_default();
+    driver.go_and_finish()?;
+    let all = agent.stop()?;
+    let malloc = only(&all, "cudaMalloc", pid);
+    assert_eq!(malloc["args"]["size"], 1_048_576);
+    assert_eq!(malloc["ret"], 35);
     Ok(())
 }

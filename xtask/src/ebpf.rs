@@ -21,8 +21,6 @@ use crate::util::{output, run, workspace_root};
 /// Where the toolchain lives; overridable for other distributions.
 const DEFAULT_RUSTC: &str = "/usr/bin/rustc";
 const DEFAULT_CARGO: &str = "/usr/bin/cargo";
-/// The bpf-linker release the object is built with (`.ci/run` installs exactly this one).
-pub const BPF_LINKER_VERSION: &str = "0.13.0";
 
 pub const OBJECT: &str = "ingero-ebpf/prebuilt/ingero-ebpf.o";
 pub const TOOLCHAIN: &str = "ingero-ebpf/prebuilt/TOOLCHAIN";
@@ -62,9 +60,11 @@ fn toolchain_description(rustc: &str) -> Result<String> {
 }
 
 fn remap_flags(root: &Path) -> String {
-    let cargo_home = std::env::var("CARGO_HOME").map(PathBuf::from).unwrap_or_else(|_| {
-        PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into())).join(".cargo")
-    });
+    let cargo_home = std::env::var("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into())).join(".cargo")
+        });
     // \x1f separates CARGO_ENCODED_RUSTFLAGS entries, so paths with spaces survive.
     [
         format!("--remap-path-prefix={}=/ingero", root.display()),
@@ -85,7 +85,10 @@ pub fn build(args: &BuildArgs) -> Result<Built> {
         .env_clear()
         .envs(std::env::vars().filter(|(k, _)| {
             // Drop what the outer (rustup) cargo exported so it cannot leak into this build.
-            !(k.starts_with("CARGO") || k.starts_with("RUSTC") || k.starts_with("RUSTUP") || k == "RUSTFLAGS")
+            !(k.starts_with("CARGO")
+                || k.starts_with("RUSTC")
+                || k.starts_with("RUSTUP")
+                || k == "RUSTFLAGS")
         }))
         .env("RUSTC_BOOTSTRAP", "1")
         .env("RUSTC", &rustc)
@@ -123,7 +126,10 @@ pub fn build(args: &BuildArgs) -> Result<Built> {
         fs::create_dir_all(committed_path.parent().unwrap_or(&root))?;
         fs::write(&committed_path, &fresh)?;
         fs::write(root.join(TOOLCHAIN), &toolchain)?;
-        eprintln!("xtask: wrote {OBJECT} ({} bytes) and {TOOLCHAIN}", fresh.len());
+        eprintln!(
+            "xtask: wrote {OBJECT} ({} bytes) and {TOOLCHAIN}",
+            fresh.len()
+        );
     }
     Ok(built)
 }

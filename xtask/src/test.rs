@@ -1,11 +1,157 @@
 //! `cargo xtask test`: everything CI checks, in the order that fails fastest.
+//!
+//! 1. prerequisites (scripts/install-prerequisites.sh installs what is missing),
+//! 2. `cargo fmt --check` and `cargo clippy -D warnings`,
+//! 3. the eBPF freshness check (rebuild from source, compare with the committed object),
+//! 4. unit tests,
+//! 5. kernel tests as root against the real libcudart from the PyPI wheel,
+//! 6. Python tests against the real agent binary.
 
-use anyhow::Result;
+use std::{path::PathBuf, process::Command};
+
+use anyhow::{Context, Result, bail};
 use clap::Args;
 
-#[derive(Args)]
-pub struct TestArgs {}
+use crate::{
+    ebpf,
+    util::{is_root, run as run_cmd, workspace_root},
+};
 
-pub fn run(_args: &TestArgs) -> Result<()> {
-    anyhow::bail!("not yet")
+#[derive(Args)]
+pub struct TestArgs {
+    /// Skip installing missing prerequisites (fail instead).
+    #[arg(long)]
+    pub no_install: bool,
+    /// Skip the kernel tests (they need root); only for machines that cannot run them.
+    #[arg(long)]
+    pub skip_kernel: bool,
+}
+
+/// The wheel whose libcudart the kernel tests trace.
+const CUDART_WHEEL: &str = "nvidia-cuda-runtime-cu12==12.9.79";
+
+fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(workspace_root());
+    cmd
+}
+
+/// Downloads the wheel once and unpacks libcudart.so.12 under target/test-deps.
+pub fn fetch_cudart() -> Result<PathBuf> {
+    let root = workspace_root();
+    let deps = root.join("target/test-deps");
+    let lib = deps.join("cudart/nvidia/cuda_runtime/lib/libcudart.so.12");
+    if lib.exists() {
+        return Ok(lib);
+    }
+    let wheels = deps.join("wheels");
+    run_cmd(
+        Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "-d",
+            ])
+            .arg(&wheels)
+            .arg(CUDART_WHEEL),
+    )?;
+    let unpack = "import sys, zipfile, glob\n\
+                  whl = glob.glob(sys.argv[1] + '/nvidia_cuda_runtime_cu12-*.whl')[0]\n\
+                  zipfile.ZipFile(whl).extractall(sys.argv[2])";
+    run_cmd(
+        Command::new("python3")
+            .args(["-c", unpack])
+            .arg(&wheels)
+            .arg(deps.join("cudart")),
+    )?;
+    if !lib.exists() {
+        bail!("the wheel did not contain {}", lib.display());
+    }
+    Ok(lib)
+}
+
+pub fn run(args: &TestArgs) -> Result<()> {
+    let root = workspace_root();
+    if !args.no_install {
+        run_cmd(Command::new("bash").arg(root.join("scripts/install-prerequisites.sh")))?;
+    }
+    run_cmd(cargo().args(["fmt", "--all", "--check"]))
+        .context("formatting differs: run `cargo fmt --all`")?;
+    run_cmd(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--release",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+
+    let built = ebpf::build(&ebpf::BuildArgs { check: true })?;
+    let object_override = (!built.matches_committed).then(|| built.object.clone());
+    let with_object = |mut cmd: Command| {
+        if let Some(obj) = &object_override {
+            cmd.env("INGERO_EBPF_OBJECT", obj);
+        }
+        cmd
+    };
+
+    run_cmd(with_object(cargo()).args(["build", "--release", "--workspace"]))?;
+    run_cmd(with_object(cargo()).args([
+        "test",
+        "--release",
+        "--workspace",
+        "--exclude",
+        "ingero-e2e",
+    ]))?;
+
+    let bin = root.join("target/release/ingero");
+    let cudart = fetch_cudart()?;
+    if args.skip_kernel {
+        eprintln!("xtask: kernel tests SKIPPED (--skip-kernel)");
+    } else {
+        if !is_root() {
+            bail!(
+                "the kernel tests load eBPF programs and need root: run `sudo cargo xtask test`, or pass --skip-kernel"
+            );
+        }
+        run_cmd(
+            with_object(cargo())
+                .args([
+                    "test",
+                    "--release",
+                    "-p",
+                    "ingero-e2e",
+                    "--",
+                    "--test-threads=1",
+                ])
+                .env("INGERO_BIN", &bin)
+                .env("INGERO_CUDART", &cudart),
+        )?;
+    }
+    python_tests(&bin, &cudart)
+}
+
+fn python_tests(bin: &std::path::Path, cudart: &std::path::Path) -> Result<()> {
+    let root = workspace_root();
+    let suites: Vec<PathBuf> = ["ingero-annotate/python/tests", "tests/perfetto"]
+        .iter()
+        .map(|p| root.join(p))
+        .filter(|p| p.exists())
+        .collect();
+    if suites.is_empty() {
+        return Ok(());
+    }
+    run_cmd(
+        Command::new("python3")
+            .args(["-m", "pytest", "-q"])
+            .args(&suites)
+            .current_dir(&root)
+            .env("INGERO_BIN", bin)
+            .env("INGERO_CUDART", cudart),
+    )
 }

@@ -22,7 +22,7 @@ use crate::{
     discover::{self, LibraryFile, libraries::Search},
     live::table::{self, Footer},
     pipeline::Pipeline,
-    probes::{LoadOptions, Probes, validate_ringbuf_size},
+    probes::{DRAIN_INTERVAL, LoadOptions, Probes, validate_ringbuf_size},
 };
 
 #[derive(Args, Debug)]
@@ -72,8 +72,12 @@ fn attach_new(
     let mut new = 0;
     for library in libraries {
         if track_mappers {
-            let fresh: Vec<u32> =
-                library.mapped_by.iter().copied().filter(|p| attached.pids.insert(*p)).collect();
+            let fresh: Vec<u32> = library
+                .mapped_by
+                .iter()
+                .copied()
+                .filter(|p| attached.pids.insert(*p))
+                .collect();
             if let Err(e) = probes.track(&fresh) {
                 tracing::warn!("could not track processes {fresh:?}: {e:#}");
             }
@@ -89,7 +93,10 @@ fn attach_new(
             report.attached.len()
         );
         if !report.missing.is_empty() {
-            line.push_str(&format!("; not exported here: {}", report.missing.join(", ")));
+            line.push_str(&format!(
+                "; not exported here: {}",
+                report.missing.join(", ")
+            ));
         }
         eprintln!("{line}");
     }
@@ -100,7 +107,10 @@ fn discover_libraries(args: &TraceArgs) -> Result<Vec<LibraryFile>> {
     if args.cuda_lib.is_empty() {
         discover::find_cuda_runtimes(&Search::new(args.pid.clone()))
     } else {
-        args.cuda_lib.iter().map(|p| discover::libraries::library_at(p)).collect()
+        args.cuda_lib
+            .iter()
+            .map(|p| discover::libraries::library_at(p))
+            .collect()
     }
 }
 
@@ -150,15 +160,19 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
     );
 
     let live_table = !args.json && std::io::stdout().is_terminal();
-    let json_out: Option<Box<dyn Write + Send>> = args
-        .json
-        .then(|| Box::new(std::io::BufWriter::with_capacity(1 << 16, std::io::stdout())) as _);
+    let json_out: Option<Box<dyn Write + Send>> = args.json.then(|| {
+        Box::new(std::io::BufWriter::with_capacity(
+            1 << 16,
+            std::io::stdout(),
+        )) as _
+    });
     let mut pipeline = Pipeline::new(json_out);
     let mut cuda = register(rings.cuda)?;
     let mut sched = register(rings.sched)?;
 
     let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut drain_tick = tokio::time::interval(DRAIN_INTERVAL);
     let mut last_rescan = Instant::now();
 
     loop {
@@ -172,6 +186,10 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
                 let mut guard = guard.context("waiting on the scheduler ring buffer")?;
                 drain(guard.get_inner_mut(), &mut pipeline);
                 guard.clear_ready();
+            }
+            _ = drain_tick.tick() => {
+                drain(cuda.get_mut(), &mut pipeline);
+                drain(sched.get_mut(), &mut pipeline);
             }
             _ = tick.tick() => {
                 pipeline.flush();
@@ -249,5 +267,11 @@ fn render(pipeline: &Pipeline, probes: &Probes) -> String {
         };
         drops.push((name, *n));
     }
-    table::render(&pipeline.stats, &Footer { drops: &drops, extra: &[] })
+    table::render(
+        &pipeline.stats,
+        &Footer {
+            drops: &drops,
+            extra: &[],
+        },
+    )
 }

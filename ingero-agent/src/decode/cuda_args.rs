@@ -43,15 +43,29 @@ impl MemcpyKind {
 pub enum CudaArgs {
     /// cudaMalloc, cudaMallocManaged, cudaMallocAsync. `ptr` is the resolved device pointer
     /// (only on success).
-    Alloc { size: u64, ptr: Option<u64>, stream: Option<u64> },
+    Alloc {
+        size: u64,
+        ptr: Option<u64>,
+        stream: Option<u64>,
+    },
     /// cudaFree, cudaFreeAsync. `size` is what the freed allocation held, when it was seen.
-    Free { ptr: u64, size: Option<u64>, stream: Option<u64> },
+    Free {
+        ptr: u64,
+        size: Option<u64>,
+        stream: Option<u64>,
+    },
     /// cudaMallocHost, cudaHostAlloc.
     HostAlloc { size: u64 },
     /// cudaFreeHost.
     HostFree { ptr: u64 },
     /// cudaLaunchKernel, cudaLaunchCooperativeKernel, cudaLaunchKernelExC.
-    Launch { func: u64, grid: [u32; 3], block: [u32; 3], shared_mem: u64, stream: u64 },
+    Launch {
+        func: u64,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem: u64,
+        stream: u64,
+    },
     /// cudaGraphLaunch.
     GraphLaunch { graph_exec: u64, stream: u64 },
     /// cudaMemcpy family. `width`/`height` only for the 2D forms (count = width × height).
@@ -62,11 +76,19 @@ pub enum CudaArgs {
         width_height: Option<(u64, u64)>,
     },
     /// cudaMemcpyPeer, cudaMemcpyPeerAsync.
-    MemcpyPeer { count: u64, dst_device: i32, src_device: i32, stream: Option<u64> },
+    MemcpyPeer {
+        count: u64,
+        dst_device: i32,
+        src_device: i32,
+        stream: Option<u64>,
+    },
     /// cudaMemset, cudaMemsetAsync.
     Memset { count: u64, stream: Option<u64> },
     /// cudaStreamSynchronize (`stream`), cudaEventSynchronize (`event`), cudaDeviceSynchronize.
-    Sync { stream: Option<u64>, event: Option<u64> },
+    Sync {
+        stream: Option<u64>,
+        event: Option<u64>,
+    },
 }
 
 fn dim3(xy: u64, z: u64) -> [u32; 3] {
@@ -96,7 +118,10 @@ impl CudaArgs {
                 shared_mem: a[6],
                 stream: a[7],
             },
-            GraphLaunch => CudaArgs::GraphLaunch { graph_exec: a[0], stream: a[1] },
+            GraphLaunch => CudaArgs::GraphLaunch {
+                graph_exec: a[0],
+                stream: a[1],
+            },
             Memcpy | MemcpyAsync => CudaArgs::Memcpy {
                 count: a[2],
                 kind: MemcpyKind::from_raw(a[3]),
@@ -119,9 +144,18 @@ impl CudaArgs {
                 count: a[2],
                 stream: (op == MemsetAsync).then_some(a[3]),
             },
-            StreamSynchronize => CudaArgs::Sync { stream: Some(a[0]), event: None },
-            EventSynchronize => CudaArgs::Sync { stream: None, event: Some(a[0]) },
-            DeviceSynchronize => CudaArgs::Sync { stream: None, event: None },
+            StreamSynchronize => CudaArgs::Sync {
+                stream: Some(a[0]),
+                event: None,
+            },
+            EventSynchronize => CudaArgs::Sync {
+                stream: None,
+                event: Some(a[0]),
+            },
+            DeviceSynchronize => CudaArgs::Sync {
+                stream: None,
+                event: None,
+            },
         }
     }
 

@@ -22,7 +22,11 @@ pub enum DecodeError {
     #[error("unknown record kind {0}")]
     UnknownKind(u16),
     #[error("record of kind {kind} has {len} bytes, expected {expected}")]
-    WrongSize { kind: u16, len: usize, expected: usize },
+    WrongSize {
+        kind: u16,
+        len: usize,
+        expected: usize,
+    },
     #[error("unknown CUDA op {0}")]
     UnknownOp(u16),
     #[error("unknown off-CPU reason {0}")]
@@ -32,7 +36,11 @@ pub enum DecodeError {
 fn read<T: Copy>(bytes: &[u8], kind: u16) -> Result<T, DecodeError> {
     let expected = std::mem::size_of::<T>();
     if bytes.len() < expected {
-        return Err(DecodeError::WrongSize { kind, len: bytes.len(), expected });
+        return Err(DecodeError::WrongSize {
+            kind,
+            len: bytes.len(),
+            expected,
+        });
     }
     // SAFETY: the length is checked above and every record type is plain-old-data `repr(C)`
     // for which any bit pattern is valid; the read is unaligned-safe.
@@ -72,7 +80,8 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
         }
         RecordKind::OffCpu => {
             let r: OffCpuRecord = read(bytes, header.kind)?;
-            let reason = OffCpuReason::from_u32(r.reason).ok_or(DecodeError::UnknownReason(r.reason))?;
+            let reason =
+                OffCpuReason::from_u32(r.reason).ok_or(DecodeError::UnknownReason(r.reason))?;
             Ok(Event::OffCpu(OffCpu {
                 ts_ns: r.header.ts_ns,
                 duration_ns: r.duration_ns,
@@ -93,7 +102,11 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 _ if thread => ProcessOp::ThreadStart,
                 _ => ProcessOp::Fork,
             };
-            let text_end = r.filename.iter().position(|b| *b == 0).unwrap_or(r.filename.len());
+            let text_end = r
+                .filename
+                .iter()
+                .position(|b| *b == 0)
+                .unwrap_or(r.filename.len());
             Ok(Event::Process(ProcessEvent {
                 ts_ns: r.header.ts_ns,
                 task: task(&r.header),

@@ -124,7 +124,11 @@ pub fn mapped_cuda_runtimes(maps: &str) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     for line in maps.lines() {
         // address perms offset dev inode pathname (the pathname may contain spaces)
-        let Some(path) = line.splitn(6, char::is_whitespace).nth(5).map(str::trim_start) else {
+        let Some(path) = line
+            .splitn(6, char::is_whitespace)
+            .nth(5)
+            .map(str::trim_start)
+        else {
             continue;
         };
         let path = path.strip_suffix(" (deleted)").unwrap_or(path);
@@ -153,26 +157,35 @@ pub fn find_cuda_runtimes(search: &Search) -> Result<Vec<LibraryFile>> {
     let mut by_inode: BTreeMap<(u64, u64), LibraryFile> = BTreeMap::new();
     let mut add = |path: PathBuf, pid: Option<u32>| {
         // Through /proc/<pid>/root the file is reachable even in another mount namespace.
-        let Ok(meta) = fs::metadata(&path) else { return };
+        let Ok(meta) = fs::metadata(&path) else {
+            return;
+        };
         if !meta.is_file() {
             return;
         }
-        let entry = by_inode.entry((meta.dev(), meta.ino())).or_insert_with(|| LibraryFile {
-            path: path.clone(),
-            dev: meta.dev(),
-            ino: meta.ino(),
-            mapped_by: Vec::new(),
-        });
+        let entry = by_inode
+            .entry((meta.dev(), meta.ino()))
+            .or_insert_with(|| LibraryFile {
+                path: path.clone(),
+                dev: meta.dev(),
+                ino: meta.ino(),
+                mapped_by: Vec::new(),
+            });
         if let Some(pid) = pid {
             if !entry.mapped_by.contains(&pid) {
                 entry.mapped_by.push(pid);
             }
         }
     };
-    let pids = search.pids.clone().unwrap_or_else(|| pids_in(&search.proc_root));
+    let pids = search
+        .pids
+        .clone()
+        .unwrap_or_else(|| pids_in(&search.proc_root));
     for pid in pids {
         let maps_path = search.proc_root.join(pid.to_string()).join("maps");
-        let Ok(maps) = fs::read_to_string(&maps_path) else { continue };
+        let Ok(maps) = fs::read_to_string(&maps_path) else {
+            continue;
+        };
         for path in mapped_cuda_runtimes(&maps) {
             let rooted = search
                 .proc_root

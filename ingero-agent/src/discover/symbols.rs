@@ -26,10 +26,18 @@ pub fn exported_functions(path: &Path) -> Result<Vec<ExportedSymbol>> {
         }
         let Ok(name) = sym.name() else { continue };
         let name = name.split('@').next().unwrap_or(name);
-        let Some(index) = sym.section_index() else { continue };
-        let Ok(section) = file.section_by_index(index) else { continue };
-        let Some((section_offset, _)) = section.file_range() else { continue };
-        let Some(relative) = sym.address().checked_sub(section.address()) else { continue };
+        let Some(index) = sym.section_index() else {
+            continue;
+        };
+        let Ok(section) = file.section_by_index(index) else {
+            continue;
+        };
+        let Some((section_offset, _)) = section.file_range() else {
+            continue;
+        };
+        let Some(relative) = sym.address().checked_sub(section.address()) else {
+            continue;
+        };
         out.push(ExportedSymbol {
             name: name.to_string(),
             file_offset: section_offset + relative,

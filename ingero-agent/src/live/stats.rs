@@ -45,9 +45,10 @@ impl OpStats {
         self.histogram.saturating_record(duration_ns.max(1));
     }
 
-    /// The duration at quantile `q` (0..=1).
+    /// The duration at quantile `q` (0..=1). The histogram reports the top of a bucket, so the
+    /// value is capped at the exact maximum seen.
     pub fn quantile(&self, q: f64) -> u64 {
-        self.histogram.value_at_quantile(q)
+        self.histogram.value_at_quantile(q).min(self.max_ns)
     }
 }
 
@@ -116,7 +117,11 @@ impl Stats {
 
     /// The processes that preempted traced threads most, by time, largest first.
     pub fn top_preemptors(&self, n: usize) -> Vec<(&str, u64)> {
-        let mut v: Vec<(&str, u64)> = self.ran_instead.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let mut v: Vec<(&str, u64)> = self
+            .ran_instead
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         v.truncate(n);
         v
@@ -132,10 +137,20 @@ mod tests {
         Event::Cuda(CudaCall {
             ts_ns: 1,
             duration_ns,
-            task: Task { pid: 1, tid: 1, comm: Comm::from_str_lossy("t"), cgroup_id: 0, cpu: 0 },
+            task: Task {
+                pid: 1,
+                tid: 1,
+                comm: Comm::from_str_lossy("t"),
+                cgroup_id: 0,
+                cpu: 0,
+            },
             op: CudaOp::Malloc,
             ret,
-            args: CudaArgs::Alloc { size: 1, ptr: None, stream: None },
+            args: CudaArgs::Alloc {
+                size: 1,
+                ptr: None,
+                stream: None,
+            },
         })
     }
 
@@ -163,7 +178,13 @@ mod tests {
             stats.record(&Event::OffCpu(OffCpu {
                 ts_ns: 0,
                 duration_ns: 10,
-                task: Task { pid: 1, tid: 1, comm: Comm::from_str_lossy("t"), cgroup_id: 0, cpu: 0 },
+                task: Task {
+                    pid: 1,
+                    tid: 1,
+                    comm: Comm::from_str_lossy("t"),
+                    cgroup_id: 0,
+                    cpu: 0,
+                },
                 reason: OffCpuReason::Preempted,
                 prev_state: 0,
                 next_tid: 2,

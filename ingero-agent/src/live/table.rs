@@ -57,11 +57,18 @@ pub fn render(stats: &Stats, footer: &Footer<'_>) -> String {
     );
     let top = stats.top_preemptors(3);
     if !top.is_empty() {
-        let names: Vec<String> = top.iter().map(|(n, t)| format!("{n} {}", duration(*t))).collect();
+        let names: Vec<String> = top
+            .iter()
+            .map(|(n, t)| format!("{n} {}", duration(*t)))
+            .collect();
         let _ = writeln!(out, "  preempted by: {}", names.join(", "));
     }
     if !stats.lifecycle.is_empty() {
-        let parts: Vec<String> = stats.lifecycle.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let parts: Vec<String> = stats
+            .lifecycle
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
         let _ = writeln!(out, "processes: {}", parts.join(", "));
     }
     let lost: Vec<String> = footer
@@ -73,7 +80,11 @@ pub fn render(stats: &Stats, footer: &Footer<'_>) -> String {
     let _ = writeln!(
         out,
         "drops: {}",
-        if lost.is_empty() { "none".to_string() } else { lost.join(", ") }
+        if lost.is_empty() {
+            "none".to_string()
+        } else {
+            lost.join(", ")
+        }
     );
     for line in footer.extra {
         let _ = writeln!(out, "{line}");
@@ -97,7 +108,10 @@ mod tests {
     fn empty_table_says_so_and_shows_drops() {
         let text = render(
             &Stats::default(),
-            &Footer { drops: &[("ring_full_cuda", 3), ("nesting_overflow", 0)], extra: &[] },
+            &Footer {
+                drops: &[("ring_full_cuda", 3), ("nesting_overflow", 0)],
+                extra: &[],
+            },
         );
         assert!(text.contains("(no CUDA calls yet)"));
         assert!(text.contains("drops: ring_full_cuda 3"));

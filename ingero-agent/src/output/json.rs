@@ -34,14 +34,25 @@ fn cuda_args(args: &CudaArgs) -> Value {
         }
         CudaArgs::HostAlloc { size } => json!({"size": size}),
         CudaArgs::HostFree { ptr } => json!({"ptr": hex(*ptr)}),
-        CudaArgs::Launch { func, grid, block, shared_mem, stream } => json!({
+        CudaArgs::Launch {
+            func,
+            grid,
+            block,
+            shared_mem,
+            stream,
+        } => json!({
             "func": hex(*func), "grid": grid, "block": block,
             "shared_mem": shared_mem, "stream": hex(*stream),
         }),
         CudaArgs::GraphLaunch { graph_exec, stream } => {
             json!({"graph_exec": hex(*graph_exec), "stream": hex(*stream)})
         }
-        CudaArgs::Memcpy { count, kind, stream, width_height } => {
+        CudaArgs::Memcpy {
+            count,
+            kind,
+            stream,
+            width_height,
+        } => {
             let mut m = json!({"count": count, "kind": kind.label()});
             if let Some(s) = stream {
                 m["stream"] = hex(*s);
@@ -52,7 +63,12 @@ fn cuda_args(args: &CudaArgs) -> Value {
             }
             m
         }
-        CudaArgs::MemcpyPeer { count, dst_device, src_device, stream } => {
+        CudaArgs::MemcpyPeer {
+            count,
+            dst_device,
+            src_device,
+            stream,
+        } => {
             let mut m = json!({"count": count, "dst_device": dst_device, "src_device": src_device});
             if let Some(s) = stream {
                 m["stream"] = hex(*s);
@@ -88,7 +104,13 @@ pub fn event_json(event: &Event) -> Value {
             if let Some(name) = cuda_error_name(c.ret).filter(|_| c.ret != 0) {
                 args["error"] = json!(name);
             }
-            ("cuda", c.op.name(), json!(c.duration_ns), json!(c.ret), args)
+            (
+                "cuda",
+                c.op.name(),
+                json!(c.duration_ns),
+                json!(c.ret),
+                args,
+            )
         }
         Event::OffCpu(o) => (
             "sched",
@@ -102,7 +124,9 @@ pub fn event_json(event: &Event) -> Value {
         ),
         Event::Process(p) => {
             let args = match p.op {
-                crate::decode::ProcessOp::Exec => json!({"filename": p.text, "old_pid": p.other_pid}),
+                crate::decode::ProcessOp::Exec => {
+                    json!({"filename": p.text, "old_pid": p.other_pid})
+                }
                 crate::decode::ProcessOp::Fork | crate::decode::ProcessOp::ThreadStart => json!({
                     "child_tid": p.other_pid, "child_comm": p.text,
                     "clone_flags_known": p.clone_flags_known,

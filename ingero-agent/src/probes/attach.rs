@@ -68,13 +68,6 @@ pub struct LibraryAttach {
     pub missing: Vec<&'static str>,
 }
 
-/// Summary for the user.
-#[derive(Clone, Debug, Default)]
-pub struct AttachReport {
-    pub libraries: Vec<(std::path::PathBuf, LibraryAttach)>,
-    pub tracepoints: usize,
-}
-
 fn uprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut UProbe> {
     let program = ebpf
         .program_mut(name)
@@ -120,7 +113,10 @@ pub fn library(ebpf: &mut Ebpf, links: &mut Links, library: &LibraryFile) -> Res
             let ret = uprobe(ebpf, RETURN)?
                 .attach(point(), &library.path, UProbeScope::AllProcesses)
                 .with_context(|| {
-                    format!("attaching a return probe to {symbol} in {}", library.path.display())
+                    format!(
+                        "attaching a return probe to {symbol} in {}",
+                        library.path.display()
+                    )
                 })?;
             links.returns.push(ret);
             report.attached.push(symbol);

@@ -14,7 +14,9 @@ pub struct KernelCounters {
 
 impl KernelCounters {
     pub fn take_from(ebpf: &mut Ebpf) -> Result<Self> {
-        let map = ebpf.take_map("COUNTERS").context("the eBPF object has no COUNTERS map")?;
+        let map = ebpf
+            .take_map("COUNTERS")
+            .context("the eBPF object has no COUNTERS map")?;
         Ok(KernelCounters {
             map: PerCpuArray::try_from(map).context("COUNTERS is not a per-CPU array")?,
         })

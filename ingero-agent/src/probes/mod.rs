@@ -34,6 +34,13 @@ struct ConfigPod(Config);
 // in ingero-ebpf), so every bit pattern is valid and it can be copied into a map as bytes.
 unsafe impl aya::Pod for ConfigPod {}
 
+/// A ring buffer wakes the agent once this fraction of it is filled; below that the agent's
+/// periodic drain ([`DRAIN_INTERVAL`]) collects records in batches.
+const WAKEUP_FRACTION: u32 = 8;
+
+/// How often the agent drains the rings without being woken.
+pub const DRAIN_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Load-time settings.
 #[derive(Clone, Debug)]
 pub struct LoadOptions {
@@ -87,19 +94,29 @@ impl Probes {
             },
             agent_tgid: std::process::id(),
             layout,
+            wakeup_bytes: options.ringbuf_size / WAKEUP_FRACTION,
+            _pad: 0,
         };
-        let mut config_map: Array<_, ConfigPod> =
-            Array::try_from(ebpf.map_mut("CONFIG").context("the object has no CONFIG map")?)?;
-        config_map.set(0, ConfigPod(config), 0).context("writing the probe configuration")?;
+        let mut config_map: Array<_, ConfigPod> = Array::try_from(
+            ebpf.map_mut("CONFIG")
+                .context("the object has no CONFIG map")?,
+        )?;
+        config_map
+            .set(0, ConfigPod(config), 0)
+            .context("writing the probe configuration")?;
         if let Some(pids) = &options.pids {
             let mut tracked: HashMap<_, u32, u32> =
                 HashMap::try_from(ebpf.map_mut("TRACKED").context("no TRACKED map")?)?;
             for pid in pids {
-                tracked.insert(pid, 1, 0).with_context(|| format!("tracking pid {pid}"))?;
+                tracked
+                    .insert(pid, 1, 0)
+                    .with_context(|| format!("tracking pid {pid}"))?;
             }
         }
         let take = |ebpf: &mut Ebpf, name: &str| -> Result<RingBuf<MapData>> {
-            let map = ebpf.take_map(name).with_context(|| format!("the object has no {name}"))?;
+            let map = ebpf
+                .take_map(name)
+                .with_context(|| format!("the object has no {name}"))?;
             RingBuf::try_from(map).with_context(|| format!("{name} is not a ring buffer"))
         };
         let rings = Rings {
@@ -123,7 +140,9 @@ impl Probes {
         let mut tracked: HashMap<_, u32, u32> =
             HashMap::try_from(self.ebpf.map_mut("TRACKED").context("no TRACKED map")?)?;
         for pid in pids {
-            tracked.insert(pid, 1, 0).with_context(|| format!("tracking pid {pid}"))?;
+            tracked
+                .insert(pid, 1, 0)
+                .with_context(|| format!("tracking pid {pid}"))?;
         }
         Ok(())
     }
@@ -134,7 +153,10 @@ impl Probes {
     }
 
     /// Attaches entry and return probes to every traced symbol the library exports.
-    pub fn attach_library(&mut self, library: &crate::discover::LibraryFile) -> Result<LibraryAttach> {
+    pub fn attach_library(
+        &mut self,
+        library: &crate::discover::LibraryFile,
+    ) -> Result<LibraryAttach> {
         attach::library(&mut self.ebpf, &mut self.links, library)
     }
 

@@ -30,7 +30,9 @@ pub fn parse_format(text: &str) -> Vec<Field> {
     let mut fields = Vec::new();
     for line in text.lines() {
         let line = line.trim();
-        let Some(rest) = line.strip_prefix("field:") else { continue };
+        let Some(rest) = line.strip_prefix("field:") else {
+            continue;
+        };
         let mut parts = rest.split(';').map(str::trim);
         let Some(decl) = parts.next() else { continue };
         let mut offset = None;
@@ -43,11 +45,18 @@ pub fn parse_format(text: &str) -> Vec<Field> {
             }
         }
         // "char prev_comm[16]" -> name "prev_comm"; "__data_loc char[] filename" -> "filename"
-        let Some(last) = decl.rsplit(' ').next() else { continue };
+        let Some(last) = decl.rsplit(' ').next() else {
+            continue;
+        };
         let name = last.split('[').next().unwrap_or(last).to_string();
         let type_decl = decl[..decl.len() - last.len()].trim().to_string();
         if let (Some(offset), Some(size)) = (offset, size) {
-            fields.push(Field { name, type_decl, offset, size });
+            fields.push(Field {
+                name,
+                type_decl,
+                offset,
+                size,
+            });
         }
     }
     fields
@@ -67,7 +76,13 @@ fn mount_tracefs() -> Result<()> {
     let target = c"/sys/kernel/tracing";
     // SAFETY: valid NUL-terminated strings; mount(2) reports errors through errno.
     let rc = unsafe {
-        libc::mount(c"nodev".as_ptr(), target.as_ptr(), c"tracefs".as_ptr(), 0, std::ptr::null())
+        libc::mount(
+            c"nodev".as_ptr(),
+            target.as_ptr(),
+            c"tracefs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
     };
     if rc != 0 {
         bail!(
@@ -85,11 +100,17 @@ fn fields_of(root: &PathBuf, event: &str) -> Result<Vec<Field>> {
 }
 
 fn offset(fields: &[Field], name: &str) -> u32 {
-    fields.iter().find(|f| f.name == name).map_or(ABSENT, |f| f.offset)
+    fields
+        .iter()
+        .find(|f| f.name == name)
+        .map_or(ABSENT, |f| f.offset)
 }
 
 fn data_loc(fields: &[Field], name: &str) -> u32 {
-    fields.iter().find(|f| f.name == name).is_some_and(Field::is_data_loc) as u32
+    fields
+        .iter()
+        .find(|f| f.name == name)
+        .is_some_and(Field::is_data_loc) as u32
 }
 
 /// Builds the layout from a lookup of each event's fields.
@@ -189,7 +210,10 @@ format:
         assert_eq!(new.fork_child_comm, 16);
         assert_eq!(new.fork_child_comm_is_data_loc, 1);
         assert_eq!(new.fork_child_pid, 20);
-        assert_eq!(new.exit_group_dead, ABSENT, "older kernels have no group_dead");
+        assert_eq!(
+            new.exit_group_dead, ABSENT,
+            "older kernels have no group_dead"
+        );
         let old = layout_with_fork(FORK_OLD);
         assert_eq!(old.fork_child_comm, 28);
         assert_eq!(old.fork_child_comm_is_data_loc, 0);

@@ -40,6 +40,20 @@ pub fn track(tgid: u32) {
     }
 }
 
+/// Submit flags for a ring buffer: wake the agent only once enough data waits.
+#[inline(always)]
+pub fn submit_flags(ring: &aya_ebpf::maps::RingBuf) -> u64 {
+    const BPF_RB_NO_WAKEUP: u64 = 1;
+    const BPF_RB_FORCE_WAKEUP: u64 = 2;
+    const BPF_RB_AVAIL_DATA: u64 = 0;
+    let threshold = config().map_or(0, |c| c.wakeup_bytes as u64);
+    if ring.query(BPF_RB_AVAIL_DATA) >= threshold {
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
+    }
+}
+
 #[inline(always)]
 pub fn current_comm() -> [u8; COMM_LEN] {
     bpf_get_current_comm().unwrap_or([0; COMM_LEN])

@@ -35,16 +35,16 @@ fn read_str(ctx: &TracePointContext, offset: u32, data_loc: bool, dst: &mut [u8;
         return;
     }
     let field = if data_loc {
-        let Some(loc) = read::<u32>(ctx, offset) else { return };
+        let Some(loc) = read::<u32>(ctx, offset) else {
+            return;
+        };
         (loc & 0xffff) as usize
     } else {
         offset as usize
     };
     // SAFETY: the helper bounds the copy by `dst` and stops at NUL; the source is the
     // tracepoint's record.
-    let _ = unsafe {
-        bpf_probe_read_kernel_str_bytes((ctx.as_ptr() as *const u8).add(field), dst)
-    };
+    let _ = unsafe { bpf_probe_read_kernel_str_bytes((ctx.as_ptr() as *const u8).add(field), dst) };
 }
 
 #[inline(always)]
@@ -60,6 +60,7 @@ fn emit(record: ProcessRecord) {
         return;
     };
     entry.write(record);
+    // Lifecycle events are rare: the default (adaptive) wakeup keeps them prompt.
     entry.submit(0);
 }
 
@@ -81,7 +82,12 @@ pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
         clone_flags: 0,
         filename: [0; FILENAME_LEN],
     };
-    read_str(&ctx, layout.exec_filename, layout.exec_filename_is_data_loc != 0, &mut record.filename);
+    read_str(
+        &ctx,
+        layout.exec_filename,
+        layout.exec_filename_is_data_loc != 0,
+        &mut record.filename,
+    );
     emit(record);
     0
 }
@@ -102,7 +108,11 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     let record = ProcessRecord {
         header: header(RecordKind::Exit as u16, 0, now_ns(), pid_tgid),
         other_pid: 0,
-        flags: if group_dead { process_flags::GROUP_DEAD } else { 0 },
+        flags: if group_dead {
+            process_flags::GROUP_DEAD
+        } else {
+            0
+        },
         clone_flags: 0,
         filename: [0; FILENAME_LEN],
     };
@@ -120,9 +130,10 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let Some(layout) = layout() else { return 0 };
-    let (Some(child), Some(flags)) =
-        (read::<i32>(&ctx, layout.newtask_pid), read::<u64>(&ctx, layout.newtask_clone_flags))
-    else {
+    let (Some(child), Some(flags)) = (
+        read::<i32>(&ctx, layout.newtask_pid),
+        read::<u64>(&ctx, layout.newtask_clone_flags),
+    ) else {
         return 0;
     };
     let _ = CLONE_FLAGS.insert(&(child as u32), &flags, 0);
@@ -136,7 +147,9 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let Some(layout) = layout() else { return 0 };
-    let Some(child) = read::<i32>(&ctx, layout.fork_child_pid) else { return 0 };
+    let Some(child) = read::<i32>(&ctx, layout.fork_child_pid) else {
+        return 0;
+    };
     let child = child as u32;
     // SAFETY: the value is copied out before the entry is removed.
     let clone_flags = unsafe { CLONE_FLAGS.get(&child) }.copied();
@@ -162,7 +175,12 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
         clone_flags: clone_flags.unwrap_or(0),
         filename: [0; FILENAME_LEN],
     };
-    read_str(&ctx, layout.fork_child_comm, layout.fork_child_comm_is_data_loc != 0, &mut record.filename);
+    read_str(
+        &ctx,
+        layout.fork_child_comm,
+        layout.fork_child_comm_is_data_loc != 0,
+        &mut record.filename,
+    );
     emit(record);
     0
 }

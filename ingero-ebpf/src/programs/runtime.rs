@@ -16,8 +16,10 @@ use ingero_ebpf::{
 };
 
 use super::{
-    context::{config, count, header, is_tracked, now_ns, track},
-    maps::{ALLOCS, AllocKey, CUDA_EVENTS, FRAMES_TEMPLATE, MAX_DEPTH, THREAD_FRAMES, ThreadFrames},
+    context::{config, count, header, is_tracked, now_ns, submit_flags, track},
+    maps::{
+        ALLOCS, AllocKey, CUDA_EVENTS, FRAMES_TEMPLATE, MAX_DEPTH, THREAD_FRAMES, ThreadFrames,
+    },
 };
 
 #[uprobe]
@@ -52,7 +54,10 @@ fn frames_of(pid_tgid: u64) -> Option<*mut ThreadFrames> {
     // never read before being written, so only `depth` needs resetting.
     unsafe { (*template).depth = 0 };
     // SAFETY: `template` points at a live map value of the right type.
-    if THREAD_FRAMES.insert(&pid_tgid, unsafe { &*template }, 0).is_err() {
+    if THREAD_FRAMES
+        .insert(&pid_tgid, unsafe { &*template }, 0)
+        .is_err()
+    {
         count(counters::FRAMES_UNAVAILABLE);
         return None;
     }
@@ -91,7 +96,9 @@ fn enter(ctx: &ProbeContext) {
     frame.cookie = cookie;
     // SAFETY: `regs` is the probe's saved register set.
     let regs = unsafe { &*ctx.regs };
-    let mut args: [u64; MAX_ARGS] = [regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9, 0, 0];
+    let mut args: [u64; MAX_ARGS] = [
+        regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9, 0, 0,
+    ];
     if flags.contains(OpFlags::STACK_ARGS) {
         // At entry [rsp] is the return address; the 7th and 8th arguments follow it.
         let sp = regs.rsp;
@@ -126,7 +133,11 @@ fn enter(ctx: &ProbeContext) {
         }
     }
     if flags.contains(OpFlags::FREE) {
-        let key = AllocKey { tgid, _pad: 0, ptr: args[0] };
+        let key = AllocKey {
+            tgid,
+            _pad: 0,
+            ptr: args[0],
+        };
         // SAFETY: the value is copied out immediately.
         args[FREE_SIZE_SLOT] = unsafe { ALLOCS.get(&key) }.copied().unwrap_or(0);
     }
@@ -171,7 +182,11 @@ fn leave(ctx: &RetProbeContext) {
         }
     }
     if ret == 0 && flags.contains(OpFlags::FREE) && args[0] != 0 {
-        let key = AllocKey { tgid, _pad: 0, ptr: args[0] };
+        let key = AllocKey {
+            tgid,
+            _pad: 0,
+            ptr: args[0],
+        };
         if args[FREE_SIZE_SLOT] == 0 {
             count(counters::FREE_UNKNOWN);
         }
@@ -187,5 +202,17 @@ fn leave(ctx: &RetProbeContext) {
         ret,
         args,
     });
-    entry.submit(0);
+    entry.submit(submit_flags(&CUDA_EVENTS));
+}
+
+/// Programs that do nothing: the floor a uprobe/uretprobe pair costs on this kernel, measured
+/// by `cargo xtask bench probes` to put ingero's own cost in proportion.
+#[uprobe]
+pub fn bench_noop_enter(_ctx: ProbeContext) -> u32 {
+    0
+}
+
+#[uretprobe]
+pub fn bench_noop_return(_ctx: RetProbeContext) -> u32 {
+    0
 }

@@ -4,7 +4,7 @@
 //! again the whole interval is emitted as one [`OffCpuRecord`].
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_get_current_cgroup_id},
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_get_smp_processor_id},
     macros::tracepoint,
     programs::TracePointContext,
 };
@@ -13,7 +13,7 @@ use ingero_ebpf::{
 };
 
 use super::{
-    context::{config, count, current_comm, is_tracked, now_ns},
+    context::{config, count, current_comm, is_tracked, now_ns, submit_flags},
     maps::{OFF_CPU, OffCpuStart, SCHED_EVENTS},
 };
 
@@ -48,7 +48,11 @@ fn on_switch(ctx: &TracePointContext) {
     if tid != 0 && is_tracked(tgid) {
         let prev_state: i64 = read(ctx, layout.switch_prev_state).unwrap_or(0);
         let runnable = prev_state == 0 || prev_state & TASK_REPORT_MAX != 0;
-        let reason = if runnable { OffCpuReason::Preempted } else { OffCpuReason::Blocked };
+        let reason = if runnable {
+            OffCpuReason::Preempted
+        } else {
+            OffCpuReason::Blocked
+        };
         let start = OffCpuStart {
             ts_ns: now,
             // SAFETY: helpers without preconditions.
@@ -60,7 +64,8 @@ fn on_switch(ctx: &TracePointContext) {
             // SAFETY: as above.
             cpu: unsafe { bpf_get_smp_processor_id() },
             comm: current_comm(),
-            next_comm: read::<[u8; COMM_LEN]>(ctx, layout.switch_next_comm).unwrap_or([0; COMM_LEN]),
+            next_comm: read::<[u8; COMM_LEN]>(ctx, layout.switch_next_comm)
+                .unwrap_or([0; COMM_LEN]),
         };
         if OFF_CPU.insert(&tid, &start, 0).is_err() {
             count(counters::OFF_CPU_INSERT_FAILED);
@@ -68,7 +73,9 @@ fn on_switch(ctx: &TracePointContext) {
     }
 
     // Switch-in of a thread we saw leave.
-    let Some(next) = read::<i32>(ctx, layout.switch_next_pid) else { return };
+    let Some(next) = read::<i32>(ctx, layout.switch_next_pid) else {
+        return;
+    };
     let next = next as u32;
     if next == 0 {
         return;
@@ -99,5 +106,5 @@ fn on_switch(ctx: &TracePointContext) {
         next_tid: start.next_tid,
         next_comm: start.next_comm,
     });
-    entry.submit(0);
+    entry.submit(submit_flags(&SCHED_EVENTS));
 }

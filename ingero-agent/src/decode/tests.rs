@@ -1,0 +1,233 @@
+//! Decoding tests: records built the way the kernel builds them.
+
+use ingero_ebpf::{
+    COMM_LEN, CudaOp, CudaRecord, FILENAME_LEN, OffCpuReason, OffCpuRecord, ProcessRecord,
+    RecordHeader, RecordKind, process_flags,
+};
+
+use super::*;
+
+fn comm(s: &str) -> [u8; COMM_LEN] {
+    let mut c = [0; COMM_LEN];
+    c[..s.len()].copy_from_slice(s.as_bytes());
+    c
+}
+
+fn header(kind: RecordKind, op: u16) -> RecordHeader {
+    RecordHeader {
+        kind: kind as u16,
+        op,
+        cpu: 1,
+        ts_ns: 1000,
+        tgid: 42,
+        tid: 43,
+        cgroup_id: 7,
+        comm: comm("python3"),
+    }
+}
+
+fn cuda(op: CudaOp, ret: i64, args: [u64; 8]) -> CudaRecord {
+    CudaRecord {
+        header: header(RecordKind::Cuda, op as u16),
+        duration_ns: 500,
+        ret,
+        args,
+    }
+}
+
+#[test]
+fn decodes_a_launch_with_packed_dim3() {
+    let grid_xy = 16 | (4 << 32);
+    let block_xy = 32 | (8 << 32);
+    let rec = cuda(
+        CudaOp::LaunchKernel,
+        35,
+        [0x1234, grid_xy, 1, block_xy, 1, 0, 1024, 0xabcd],
+    );
+    let Event::Cuda(call) = decode(record_bytes(&rec)).expect("decode") else {
+        panic!("not a CUDA call")
+    };
+    assert_eq!(call.op, CudaOp::LaunchKernel);
+    assert_eq!(call.ret, 35);
+    assert_eq!(call.task.pid, 42);
+    assert_eq!(call.task.tid, 43);
+    assert_eq!(call.task.comm.as_str(), "python3");
+    assert_eq!(
+        call.args,
+        CudaArgs::Launch {
+            func: 0x1234,
+            grid: [16, 4, 1],
+            block: [32, 8, 1],
+            shared_mem: 1024,
+            stream: 0xabcd
+        }
+    );
+}
+
+#[test]
+fn allocation_pointer_only_on_success_and_free_size_when_known() {
+    let ok = cuda(
+        CudaOp::Malloc,
+        0,
+        [0x7ff0, 4096, 0, 0, 0, 0, 0xd000_0000, 0],
+    );
+    let Event::Cuda(call) = decode(record_bytes(&ok)).expect("decode") else {
+        panic!()
+    };
+    assert_eq!(
+        call.args,
+        CudaArgs::Alloc {
+            size: 4096,
+            ptr: Some(0xd000_0000),
+            stream: None
+        }
+    );
+    let failed = cuda(CudaOp::Malloc, 2, [0x7ff0, 4096, 0, 0, 0, 0, 0, 0]);
+    let Event::Cuda(call) = decode(record_bytes(&failed)).expect("decode") else {
+        panic!()
+    };
+    assert_eq!(
+        call.args,
+        CudaArgs::Alloc {
+            size: 4096,
+            ptr: None,
+            stream: None
+        }
+    );
+    let free = cuda(
+        CudaOp::FreeAsync,
+        0,
+        [0xd000_0000, 0x55, 0, 0, 0, 0, 4096, 0],
+    );
+    let Event::Cuda(call) = decode(record_bytes(&free)).expect("decode") else {
+        panic!()
+    };
+    assert_eq!(
+        call.args,
+        CudaArgs::Free {
+            ptr: 0xd000_0000,
+            size: Some(4096),
+            stream: Some(0x55)
+        }
+    );
+}
+
+#[test]
+fn memcpy_variants_name_their_arguments() {
+    let m = cuda(CudaOp::MemcpyAsync, 0, [1, 2, 4096, 2, 0x77, 0, 0, 0]);
+    let Event::Cuda(call) = decode(record_bytes(&m)).expect("decode") else {
+        panic!()
+    };
+    assert_eq!(
+        call.args,
+        CudaArgs::Memcpy {
+            count: 4096,
+            kind: MemcpyKind::DeviceToHost,
+            stream: Some(0x77),
+            width_height: None
+        }
+    );
+    let m2 = cuda(CudaOp::Memcpy2D, 0, [1, 512, 2, 512, 256, 10, 3, 0]);
+    let Event::Cuda(call) = decode(record_bytes(&m2)).expect("decode") else {
+        panic!()
+    };
+    assert_eq!(
+        call.args,
+        CudaArgs::Memcpy {
+            count: 2560,
+            kind: MemcpyKind::DeviceToDevice,
+            stream: None,
+            width_height: Some((256, 10))
+        }
+    );
+    let peer = cuda(CudaOp::MemcpyPeerAsync, 0, [1, 1, 2, 0, 8192, 0x9, 0, 0]);
+    let Event::Cuda(call) = decode(record_bytes(&peer)).expect("decode") else {
+        panic!()
+    };
+    assert_eq!(
+        call.args,
+        CudaArgs::MemcpyPeer {
+            count: 8192,
+            dst_device: 1,
+            src_device: 0,
+            stream: Some(0x9)
+        }
+    );
+}
+
+#[test]
+fn decodes_off_cpu_and_lifecycle() {
+    let off = OffCpuRecord {
+        header: header(RecordKind::OffCpu, 0),
+        duration_ns: 9,
+        prev_state: 0x100,
+        reason: OffCpuReason::Preempted as u32,
+        next_tid: 77,
+        next_comm: comm("hog"),
+    };
+    let Event::OffCpu(o) = decode(record_bytes(&off)).expect("decode") else {
+        panic!()
+    };
+    assert_eq!(o.reason, OffCpuReason::Preempted);
+    assert_eq!(o.next_comm.as_str(), "hog");
+
+    let mut filename = [0u8; FILENAME_LEN];
+    filename[..9].copy_from_slice(b"/bin/true");
+    let exec = ProcessRecord {
+        header: header(RecordKind::Exec, 0),
+        other_pid: 42,
+        flags: 0,
+        clone_flags: 0,
+        filename,
+    };
+    let Event::Process(p) = decode(record_bytes(&exec)).expect("decode") else {
+        panic!()
+    };
+    assert_eq!((p.op, p.text.as_str()), (ProcessOp::Exec, "/bin/true"));
+
+    let thread = ProcessRecord {
+        header: header(RecordKind::Fork, 0),
+        flags: process_flags::THREAD,
+        ..exec
+    };
+    let Event::Process(p) = decode(record_bytes(&thread)).expect("decode") else {
+        panic!()
+    };
+    assert_eq!(p.op, ProcessOp::ThreadStart);
+    let exit = ProcessRecord {
+        header: header(RecordKind::Exit, 0),
+        flags: 0,
+        ..exec
+    };
+    let Event::Process(p) = decode(record_bytes(&exit)).expect("decode") else {
+        panic!()
+    };
+    assert_eq!(
+        p.op,
+        ProcessOp::ThreadExit,
+        "an exit without group_dead is a thread's"
+    );
+}
+
+#[test]
+fn bad_records_are_errors_not_panics() {
+    assert_eq!(decode(&[0u8; 10]), Err(DecodeError::Short(10)));
+    let mut unknown = cuda(CudaOp::Malloc, 0, [0; 8]);
+    unknown.header.kind = 99;
+    assert_eq!(
+        decode(record_bytes(&unknown)),
+        Err(DecodeError::UnknownKind(99))
+    );
+    let rec = cuda(CudaOp::Malloc, 0, [0; 8]);
+    let bytes = record_bytes(&rec);
+    assert!(matches!(
+        decode(&bytes[..60]),
+        Err(DecodeError::WrongSize { .. })
+    ));
+    let mut bad_op = rec;
+    bad_op.header.op = 999;
+    assert_eq!(
+        decode(record_bytes(&bad_op)),
+        Err(DecodeError::UnknownOp(999))
+    );
+}

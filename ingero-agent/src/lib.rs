@@ -1,0 +1,18 @@
+//! `ingero`: traces what CUDA workloads do (CUDA runtime calls, scheduler stalls, process
+//! lifecycle) with eBPF, and lets the application label the trace with its own meaning.
+//!
+//! Data flows one way: kernel → ring buffers → [`decode`] → [`pipeline`] → outputs, with
+//! annotations from the [`annotate`] socket merged on the [`timeline`].
+//!
+//! The crate is a library so that benchmarks, examples and tests drive exactly the code the
+//! `ingero` binary runs. Every module is declared here (not in main.rs).
+
+pub mod annotate;
+pub mod cli;
+pub mod decode;
+pub mod discover;
+pub mod live;
+pub mod output;
+pub mod pipeline;
+pub mod probes;
+pub mod timeline;
