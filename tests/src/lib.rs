@@ -61,14 +61,15 @@ pub fn cudart() -> Result<PathBuf> {
     )
 }
 
-/// Compiles a C fixture from tests/fixtures into target/test-fixtures, once per content.
-pub fn build_fixture(name: &str, extra: &[&str]) -> Result<PathBuf> {
+/// Compiles the C fixture `tests/fixtures/{name}.c` into `target/test-fixtures/{output}`.
+/// The benchmarks build the same fixtures through this function.
+pub fn build_fixture(name: &str, output: &str, extra: &[&str]) -> Result<PathBuf> {
     let src = root().join("tests/fixtures").join(format!("{name}.c"));
     let out_dir = root().join("target/test-fixtures");
     std::fs::create_dir_all(&out_dir)?;
-    let out = out_dir.join(name);
+    let out = out_dir.join(output);
     let status = Command::new("cc")
-        .args(["-O1", "-Wall", "-Werror", "-o"])
+        .args(["-O2", "-Wall", "-Werror", "-o"])
         .arg(&out)
         .arg(&src)
         .args(extra)

@@ -6,7 +6,7 @@ use ingero_e2e::{Agent, Driver, build_fixture, cudart, events, kernel_tests_enab
 use serde_json::{Value, json};
 
 fn driver_program() -> Result<std::path::PathBuf> {
-    build_fixture("cuda_driver", &["-lpthread", "-ldl"])
+    build_fixture("cuda_driver", "cuda_driver", &["-lpthread", "-ldl"])
 }
 
 fn only<'a>(all: &'a [Value], op: &str, pid: u64) -> &'a Value {
@@ -220,5 +220,43 @@ fn finds_the_wheel_in_site_packages_without_cuda_lib() -> Result<()> {
     let malloc = only(&all, "cudaMalloc", pid);
     assert_eq!(malloc["args"]["size"], 1_048_576);
     assert_eq!(malloc["ret"], 35);
+    Ok(())
+}
+
+/// The real libcudart fails every call without a GPU, so the success paths (the device pointer
+/// read back at return, the freed size from the live-allocation map, a long synchronisation)
+/// are checked on the test-only mock library.
+#[test]
+fn successful_allocations_resolve_pointers_and_frees_report_their_size() -> Result<()> {
+    if !kernel_tests_enabled() {
+        return Ok(());
+    }
+    let mock_lib = build_fixture("mock_cuda", "libmock_cuda.so", &["-shared", "-fPIC"])?;
+    let mock_str = mock_lib.to_string_lossy().to_string();
+    let mut driver = Driver::spawn(&driver_program()?, &[&mock_str, "alloc"])?;
+    let pid = driver.read()?["pid"].as_u64().unwrap_or_default();
+    let agent = Agent::start(&["--cuda-lib", &mock_str, "--pid", &pid.to_string()])?;
+    let done = driver.go_and_finish()?;
+    assert_eq!(done["ret"], json!([0, 0, 0]));
+    let all = agent.stop()?;
+    let ptr = done["ptr"].as_str().unwrap_or_default();
+    let malloc = only(&all, "cudaMalloc", pid);
+    assert_eq!(malloc["ret"], 0);
+    assert_eq!(
+        malloc["args"]["ptr"], ptr,
+        "the pointer cudaMalloc wrote to *devPtr"
+    );
+    assert_eq!(malloc["args"].get("error"), None);
+    let free = only(&all, "cudaFree", pid);
+    assert_eq!(free["args"]["ptr"], ptr);
+    assert_eq!(
+        free["args"]["size"], 1_048_576,
+        "the freed allocation's size"
+    );
+    let sync = only(&all, "cudaStreamSynchronize", pid);
+    assert!(
+        sync["duration_ns"].as_u64().unwrap_or(0) >= 20_000_000,
+        "a 20 ms synchronisation lasts at least 20 ms: {sync}"
+    );
     Ok(())
 }

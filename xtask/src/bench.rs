@@ -5,12 +5,8 @@
 mod drain;
 mod probes;
 
-use std::path::PathBuf;
-
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use clap::{Args, ValueEnum};
-
-use crate::util::{run as run_cmd, workspace_root};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Suite {
@@ -37,23 +33,4 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             Ok(())
         }
     }
-}
-
-/// Compiles a C fixture from tests/fixtures into target/bench.
-pub fn compile_fixture(name: &str, output: &str, extra: &[&str]) -> Result<PathBuf> {
-    let root = workspace_root();
-    let dir = root.join("target/bench");
-    std::fs::create_dir_all(&dir).context("creating target/bench")?;
-    let out = dir.join(output);
-    run_cmd(
-        std::process::Command::new("cc")
-            .args(["-O2", "-Wall", "-o"])
-            .arg(&out)
-            .arg(root.join("tests/fixtures").join(format!("{name}.c")))
-            .args(extra),
-    )?;
-    if !out.exists() {
-        bail!("{} was not built", out.display());
-    }
-    Ok(out)
 }

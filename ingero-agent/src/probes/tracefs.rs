@@ -93,7 +93,7 @@ fn mount_tracefs() -> Result<()> {
     Ok(())
 }
 
-fn fields_of(root: &PathBuf, event: &str) -> Result<Vec<Field>> {
+fn fields_of(root: &std::path::Path, event: &str) -> Result<Vec<Field>> {
     let path = root.join("events").join(event).join("format");
     let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     Ok(parse_format(&text))

@@ -20,8 +20,8 @@ use aya::{
     programs::{UProbe, uprobe::UProbeScope},
 };
 
-use super::compile_fixture;
 use crate::util::workspace_root;
+use ingero_e2e::build_fixture;
 
 pub struct ProbeCost {
     pub untraced_ns: f64,
@@ -168,8 +168,8 @@ fn traced(program: &Path, lib: &Path, seconds: f64) -> Result<(f64, f64, f64, St
 }
 
 pub fn run(seconds: f64) -> Result<ProbeCost> {
-    let lib = compile_fixture("mock_cuda", "libmock_cuda.so", &["-shared", "-fPIC"])?;
-    let program = compile_fixture("call_loop", "call_loop", &["-ldl"])?;
+    let lib = build_fixture("mock_cuda", "libmock_cuda.so", &["-shared", "-fPIC"])?;
+    let program = build_fixture("call_loop", "call_loop", &["-ldl"])?;
     let (untraced_ns, _) = run_loop(&program, &lib, seconds)?;
     let floor_ns = floor(&program, &lib, seconds)?;
     let (traced_ns, traced_calls_per_s, agent_cpu_fraction, drops_line, events_recorded) =
