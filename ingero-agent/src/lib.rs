@@ -15,4 +15,6 @@ pub mod live;
 pub mod output;
 pub mod pipeline;
 pub mod probes;
+pub mod read;
+pub mod record;
 pub mod timeline;

@@ -10,7 +10,7 @@ use std::{
 use crate::{
     decode::{self, DecodeError},
     live::Stats,
-    output::json::event_json,
+    output::json::write_event,
 };
 
 /// Where events go.
@@ -18,7 +18,7 @@ pub struct Pipeline {
     pub stats: Stats,
     json: Option<Box<dyn Write + Send>>,
     /// Records that could not be decoded, by reason (never silently lost).
-    pub decode_errors: BTreeMap<String, u64>,
+    pub decode_errors: BTreeMap<&'static str, u64>,
     /// Set when writing `--json` output failed (for example a closed pipe).
     pub output_error: Option<io::Error>,
 }
@@ -41,11 +41,7 @@ impl Pipeline {
                 self.stats.record(&event);
                 if let Some(out) = self.json.as_mut() {
                     if self.output_error.is_none() {
-                        let line = event_json(&event);
-                        if let Err(e) = serde_json::to_writer(&mut *out, &line)
-                            .map_err(io::Error::from)
-                            .and_then(|_| out.write_all(b"\n"))
-                        {
+                        if let Err(e) = write_event(&mut **out, &event) {
                             self.output_error = Some(e);
                         }
                     }
@@ -70,13 +66,13 @@ impl Pipeline {
     fn count_decode_error(&mut self, err: DecodeError) {
         self.stats.decode_errors += 1;
         let key = match err {
-            DecodeError::Short(_) => "short_record",
-            DecodeError::UnknownKind(_) => "unknown_kind",
-            DecodeError::WrongSize { .. } => "wrong_size",
-            DecodeError::UnknownOp(_) => "unknown_op",
-            DecodeError::UnknownReason(_) => "unknown_reason",
+            DecodeError::Short(_) => "decode_short_record",
+            DecodeError::UnknownKind(_) => "decode_unknown_kind",
+            DecodeError::WrongSize { .. } => "decode_wrong_size",
+            DecodeError::UnknownOp(_) => "decode_unknown_op",
+            DecodeError::UnknownReason(_) => "decode_unknown_reason",
         };
-        *self.decode_errors.entry(key.to_string()).or_default() += 1;
+        *self.decode_errors.entry(key).or_default() += 1;
     }
 
     pub fn json_enabled(&self) -> bool {

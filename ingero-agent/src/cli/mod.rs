@@ -23,10 +23,17 @@ struct Cli {
 enum Command {
     /// Attach to CUDA runtime libraries and the scheduler, and show or stream what happens.
     Trace(trace::TraceArgs),
+    /// Send annotations to a running agent (labels as flags, or NDJSON lines) and report
+    /// which were accepted.
+    Annotate(crate::annotate::cli::AnnotateArgs),
 }
 
 pub fn run() -> Result<ExitCode> {
     match Cli::parse().command {
         Command::Trace(args) => trace::run(args),
+        Command::Annotate(args) => {
+            let code = crate::annotate::cli::run(args)?;
+            Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+        }
     }
 }

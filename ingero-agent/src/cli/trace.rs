@@ -19,6 +19,7 @@ use clap::Args;
 use tokio::io::{Interest, unix::AsyncFd};
 
 use crate::{
+    annotate::{IngestConfig, IngestServer, ReceivedAnnotation},
     discover::{self, LibraryFile, libraries::Search},
     live::table::{self, Footer},
     pipeline::Pipeline,
@@ -42,6 +43,43 @@ pub struct TraceArgs {
     /// Bytes per ring buffer: a power of two, at least a page.
     #[arg(long, value_name = "BYTES", default_value_t = 8 << 20)]
     pub ringbuf_size: u64,
+    #[command(flatten)]
+    pub annotate: AnnotateFlags,
+}
+
+/// Annotation ingest flags of `ingero trace`.
+#[derive(Args, Debug)]
+pub struct AnnotateFlags {
+    /// Accept annotations from applications on the annotation socket.
+    #[arg(long)]
+    pub annotate: bool,
+    /// Socket path (default: /run/ingero/annotate.sock when /run is writable, else
+    /// ~/.ingero/annotate/annotate.sock; $INGERO_ANNOTATE_SOCKET overrides).
+    #[arg(long, value_name = "PATH", requires = "annotate")]
+    pub annotate_socket: Option<PathBuf>,
+    /// Let members of this group write annotations (directory 0710, socket 0770), for a job
+    /// that runs unprivileged while the agent runs under sudo.
+    #[arg(long, value_name = "GROUP", requires = "annotate")]
+    pub annotate_group: Option<String>,
+    /// Most annotation connections open at once.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub annotate_max_conns: usize,
+    /// Lines per second per connection (token bucket; the burst is the same size).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub annotate_rate: u32,
+}
+
+impl AnnotateFlags {
+    fn config(&self) -> IngestConfig {
+        IngestConfig {
+            socket_path: self.annotate_socket.clone(),
+            group: self.annotate_group.clone(),
+            max_conns: self.annotate_max_conns,
+            rate_per_conn: self.annotate_rate,
+            burst: self.annotate_rate,
+            ..IngestConfig::default()
+        }
+    }
 }
 
 /// How often the process list is rescanned for newly loaded CUDA runtimes.
@@ -150,6 +188,8 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
              tracing scheduler and process events only. Name one with --cuda-lib PATH."
         );
     }
+    // Ingest is listening before `attached` is printed: scripts start writers on that line.
+    let (ingest, mut annotations) = start_ingest(&args.annotate).await?;
     let scope = match &args.pid {
         Some(pids) => format!("pids {pids:?}"),
         None => "every process that uses CUDA".to_string(),
@@ -187,6 +227,9 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
                 drain(guard.get_inner_mut(), &mut pipeline);
                 guard.clear_ready();
             }
+            Some(annotation) = recv(&mut annotations) => {
+                handle_annotation(&mut pipeline, &annotation);
+            }
             _ = drain_tick.tick() => {
                 drain(cuda.get_mut(), &mut pipeline);
                 drain(sched.get_mut(), &mut pipeline);
@@ -194,7 +237,7 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
             _ = tick.tick() => {
                 pipeline.flush();
                 if live_table {
-                    let text = render(&pipeline, &probes);
+                    let text = render(&pipeline, &probes, ingest.as_ref());
                     print!("\x1b[H\x1b[2J{text}");
                     let _ = std::io::stdout().flush();
                 }
@@ -228,13 +271,21 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
     probes.detach();
     drain(cuda.get_mut(), &mut pipeline);
     drain(sched.get_mut(), &mut pipeline);
+    if let Some(rx) = annotations.as_mut() {
+        while let Ok(annotation) = rx.try_recv() {
+            handle_annotation(&mut pipeline, &annotation);
+        }
+    }
+    let summary = render(&pipeline, &probes, ingest.as_ref());
+    if let Some(server) = ingest {
+        server.shutdown().await;
+    }
     pipeline.flush();
     if let Some(err) = &pipeline.output_error {
         if err.kind() != std::io::ErrorKind::BrokenPipe {
             eprintln!("ingero: writing output failed: {err}");
         }
     }
-    let summary = render(&pipeline, &probes);
     if args.json {
         eprint!("{summary}");
     } else {
@@ -254,24 +305,71 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-fn render(pipeline: &Pipeline, probes: &Probes) -> String {
+async fn start_ingest(
+    flags: &AnnotateFlags,
+) -> Result<(
+    Option<IngestServer>,
+    Option<tokio::sync::mpsc::Receiver<ReceivedAnnotation>>,
+)> {
+    if !flags.annotate {
+        return Ok((None, None));
+    }
+    let (server, rx) = IngestServer::start(flags.config())
+        .await
+        .context("starting annotation ingest (--annotate)")?;
+    eprintln!(
+        "ingero: accepting annotations on {}",
+        server.socket_path().display()
+    );
+    if flags.annotate_group.is_none() {
+        if let Ok(user) = std::env::var("SUDO_USER") {
+            eprintln!(
+                "ingero: only root can write annotations; to let {user} write them, run with \
+                 --annotate-group GROUP for a group {user} belongs to"
+            );
+        }
+    }
+    Ok((Some(server), Some(rx)))
+}
+
+async fn recv(
+    rx: &mut Option<tokio::sync::mpsc::Receiver<ReceivedAnnotation>>,
+) -> Option<ReceivedAnnotation> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn handle_annotation(pipeline: &mut Pipeline, annotation: &ReceivedAnnotation) {
+    pipeline.stats.annotations += 1;
+    if pipeline.json_enabled() {
+        pipeline.write_json_line(&annotation.to_json());
+    }
+}
+
+fn render(pipeline: &Pipeline, probes: &Probes, ingest: Option<&IngestServer>) -> String {
     let mut drops = probes.counters().read();
-    for (reason, n) in &pipeline.decode_errors {
-        // Leaked once per distinct reason (a handful), to fit the footer's static names.
-        let name: &'static str = match reason.as_str() {
-            "short_record" => "decode_short_record",
-            "unknown_kind" => "decode_unknown_kind",
-            "wrong_size" => "decode_wrong_size",
-            "unknown_op" => "decode_unknown_op",
-            _ => "decode_unknown_reason",
-        };
-        drops.push((name, *n));
+    drops.extend(pipeline.decode_errors.iter().map(|(k, v)| (*k, *v)));
+    let mut extra = Vec::new();
+    if let Some(server) = ingest {
+        let c = server.counters();
+        drops.push(("annotations_dropped", c.dropped));
+        let mut line = format!(
+            "annotations: {} accepted, {} rejected, {} connections open",
+            c.ingested, c.rejected_total, c.connections_open
+        );
+        if !c.rejected.is_empty() {
+            let reasons: Vec<String> = c.rejected.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            line.push_str(&format!(" (rejected: {})", reasons.join(", ")));
+        }
+        extra.push(line);
     }
     table::render(
         &pipeline.stats,
         &Footer {
             drops: &drops,
-            extra: &[],
+            extra: &extra,
         },
     )
 }

@@ -97,12 +97,16 @@ const PYTHON_LIB_ROOTS: &[&str] = &[
 fn install_place_candidates() -> Vec<PathBuf> {
     let mut patterns: Vec<String> = INSTALL_PATTERNS.iter().map(|s| s.to_string()).collect();
     let mut roots: Vec<String> = PYTHON_LIB_ROOTS.iter().map(|s| s.to_string()).collect();
-    // Environments named by the (possibly sudo-preserved) environment.
-    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
-        if let Ok(prefix) = std::env::var(var) {
-            roots.push(format!("{prefix}/lib"));
-            patterns.push(format!("{prefix}/lib/libcudart.so*"));
-        }
+    // Environments named by the (possibly sudo-preserved) environment, and the prefixes of
+    // the Python interpreters on PATH.
+    let mut prefixes: Vec<String> = ["VIRTUAL_ENV", "CONDA_PREFIX"]
+        .iter()
+        .filter_map(|var| std::env::var(var).ok())
+        .collect();
+    prefixes.extend(python_prefixes_on_path());
+    for prefix in prefixes {
+        roots.push(format!("{prefix}/lib"));
+        patterns.push(format!("{prefix}/lib/libcudart.so*"));
     }
     for root in roots {
         for packages in ["site-packages", "dist-packages"] {
@@ -117,6 +121,29 @@ fn install_place_candidates() -> Vec<PathBuf> {
         .flatten()
         .filter_map(|entry| entry.ok())
         .collect()
+}
+
+/// `<prefix>` of every `python3` on PATH (`<prefix>/bin/python3`, symlinks resolved).
+fn python_prefixes_on_path() -> Vec<String> {
+    let Some(path) = std::env::var_os("PATH") else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = Vec::new();
+    for dir in std::env::split_paths(&path) {
+        for candidate in [dir.join("python3"), dir.join("python")] {
+            let Ok(real) = fs::canonicalize(&candidate) else {
+                continue;
+            };
+            let Some(prefix) = real.parent().and_then(Path::parent) else {
+                continue;
+            };
+            let prefix = prefix.display().to_string();
+            if !out.contains(&prefix) {
+                out.push(prefix);
+            }
+        }
+    }
+    out
 }
 
 /// Paths of CUDA runtime libraries mapped by one process, from its maps file.

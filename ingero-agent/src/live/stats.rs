@@ -71,6 +71,8 @@ pub struct Stats {
     pub lifecycle: BTreeMap<&'static str, u64>,
     pub events: u64,
     pub decode_errors: u64,
+    /// Annotations received from the socket.
+    pub annotations: u64,
 }
 
 impl Stats {

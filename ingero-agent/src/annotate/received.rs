@@ -1,0 +1,193 @@
+//! `ReceivedAnnotation`: an accepted annotation as it leaves the ingest
+//! server for the timeline, with its scope, trace-clock times and the
+//! writer's credentials.
+
+use serde_json::{Map, Value, json};
+
+/// The process incarnation a scoped annotation binds to. `start_time`
+/// (field 22 of `/proc/<pid>/stat`) is read by the agent, so a reused pid
+/// never inherits labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProcessScope {
+    /// The target process.
+    pub pid: u32,
+    /// Its start time in clock ticks since boot.
+    pub start_time: u64,
+}
+
+/// Who wrote the line: SO_PEERCRED of the connection, read once when it
+/// was accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// Effective uid of the writer.
+    pub uid: u32,
+    /// Effective gid of the writer.
+    pub gid: u32,
+    /// Pid of the writer in the agent's pid namespace (`None` if the kernel
+    /// could not say, e.g. from another namespace).
+    pub pid: Option<u32>,
+}
+
+/// When the annotation applies, on the trace clock (CLOCK_MONOTONIC ns),
+/// with the original REALTIME values kept for display and debugging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnnotationTime {
+    /// From `ts_ns` until the same key is set again in the same scope.
+    Instant {
+        /// Trace-clock time.
+        ts_ns: u64,
+        /// Unix ns as sent by the client, or the agent's receive time.
+        realtime_ns: u64,
+        /// True when the client sent no `ts` and the agent stamped it.
+        stamped_by_agent: bool,
+    },
+    /// Exactly `[start_ns, end_ns]`.
+    Span {
+        /// Trace-clock start.
+        start_ns: u64,
+        /// Trace-clock end (`>= start_ns`).
+        end_ns: u64,
+        /// Unix ns as sent.
+        start_realtime_ns: u64,
+        /// Unix ns as sent.
+        end_realtime_ns: u64,
+    },
+}
+
+/// One accepted annotation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceivedAnnotation {
+    /// Labels in the order the client sent them; an empty value clears the
+    /// key.
+    pub labels: Vec<(String, String)>,
+    /// `None`: trace-wide.
+    pub scope: Option<ProcessScope>,
+    /// Instant or span, on the trace clock.
+    pub time: AnnotationTime,
+    /// The writer's credentials.
+    pub provenance: Peer,
+    /// When the agent received the line (trace clock).
+    pub received_ns: u64,
+}
+
+impl ReceivedAnnotation {
+    /// The `--json` form: one object with `"type":"annotation"`, the labels,
+    /// the scope pid (`null` when trace-wide) and start time, the
+    /// trace-clock times (`ts_ns`, or `span_start_ns` and `span_end_ns`)
+    /// with their REALTIME originals, and the provenance.
+    pub fn to_json(&self) -> Value {
+        let labels: Map<String, Value> = self
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        let mut obj = json!({
+            "type": "annotation",
+            "labels": labels,
+            "pid": self.scope.map(|s| s.pid),
+            "received_ns": self.received_ns,
+            "provenance": {
+                "uid": self.provenance.uid,
+                "gid": self.provenance.gid,
+                "pid": self.provenance.pid,
+            },
+        });
+        if let Some(scope) = self.scope {
+            obj["start_time"] = scope.start_time.into();
+        }
+        match self.time {
+            AnnotationTime::Instant {
+                ts_ns,
+                realtime_ns,
+                stamped_by_agent,
+            } => {
+                obj["ts_ns"] = ts_ns.into();
+                obj["ts_realtime_ns"] = realtime_ns.into();
+                obj["ts_source"] = if stamped_by_agent { "agent" } else { "client" }.into();
+            }
+            AnnotationTime::Span {
+                start_ns,
+                end_ns,
+                start_realtime_ns,
+                end_realtime_ns,
+            } => {
+                obj["span_start_ns"] = start_ns.into();
+                obj["span_end_ns"] = end_ns.into();
+                obj["span_start_realtime_ns"] = start_realtime_ns.into();
+                obj["span_end_realtime_ns"] = end_realtime_ns.into();
+            }
+        }
+        obj
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(time: AnnotationTime, scope: Option<ProcessScope>) -> ReceivedAnnotation {
+        ReceivedAnnotation {
+            labels: vec![("step".into(), "42".into()), ("phase".into(), "bwd".into())],
+            scope,
+            time,
+            provenance: Peer {
+                uid: 1000,
+                gid: 100,
+                pid: Some(4321),
+            },
+            received_ns: 77,
+        }
+    }
+
+    #[test]
+    fn instant_json_shape() {
+        let a = sample(
+            AnnotationTime::Instant {
+                ts_ns: 10,
+                realtime_ns: 1_700_000_000_000_000_000,
+                stamped_by_agent: false,
+            },
+            Some(ProcessScope {
+                pid: 1234,
+                start_time: 555,
+            }),
+        );
+        let v = a.to_json();
+        assert_eq!(v["type"], "annotation");
+        assert_eq!(v["labels"]["step"], "42");
+        assert_eq!(v["labels"]["phase"], "bwd");
+        assert_eq!(v["pid"], 1234);
+        assert_eq!(v["start_time"], 555);
+        assert_eq!(v["ts_ns"], 10);
+        assert_eq!(v["ts_realtime_ns"], 1_700_000_000_000_000_000u64);
+        assert_eq!(v["ts_source"], "client");
+        assert_eq!(
+            v["provenance"],
+            json!({"uid": 1000, "gid": 100, "pid": 4321})
+        );
+        assert!(v.get("span_start_ns").is_none());
+    }
+
+    #[test]
+    fn span_json_shape_and_trace_wide_scope() {
+        let a = sample(
+            AnnotationTime::Span {
+                start_ns: 1,
+                end_ns: 2,
+                start_realtime_ns: 3,
+                end_realtime_ns: 4,
+            },
+            None,
+        );
+        let v = a.to_json();
+        assert!(v["pid"].is_null());
+        assert!(v.get("start_time").is_none());
+        assert_eq!(
+            (v["span_start_ns"].as_u64(), v["span_end_ns"].as_u64()),
+            (Some(1), Some(2))
+        );
+        assert_eq!(v["span_start_realtime_ns"], 3);
+        assert_eq!(v["span_end_realtime_ns"], 4);
+        assert!(v.get("ts_ns").is_none());
+    }
+}

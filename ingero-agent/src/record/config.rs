@@ -1,0 +1,89 @@
+//! What the recorder is told: where to write, how big files may grow, and the session's
+//! description; and the final statistics the caller hands over at the end.
+
+use std::path::PathBuf;
+
+/// Default retention: 10 GB across the directory.
+pub const DEFAULT_MAX_TOTAL_SIZE: u64 = 10_000_000_000;
+/// Default rotation size.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 1_000_000_000;
+/// The longest gap between two clock snapshots, in trace time.
+pub const CLOCK_SNAPSHOT_INTERVAL_NS: u64 = 10_000_000_000;
+
+/// Describes the recording session; written at the start of every file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionInfo {
+    pub host: String,
+    pub kernel: String,
+    pub agent_version: String,
+    pub command_line: String,
+    /// What was traced (pids, libraries), one entry each.
+    pub targets: Vec<String>,
+    /// Attached probes.
+    pub probes: Vec<String>,
+}
+
+impl SessionInfo {
+    /// Host, kernel and version filled in from this machine; the caller adds the rest.
+    pub fn this_host() -> SessionInfo {
+        SessionInfo {
+            host: super::clocks::host_name(),
+            kernel: super::clocks::kernel_release(),
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            command_line: std::env::args().collect::<Vec<_>>().join(" "),
+            targets: Vec::new(),
+            probes: Vec::new(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct RecorderConfig {
+    /// `-o PATH`: the first file's exact path (rotated files get `.1`, `.2`, … before the
+    /// extension). Retention then only deletes this session's own files.
+    pub path: Option<PathBuf>,
+    /// The directory for files named by start time (default `~/.ingero/traces/` of the
+    /// invoking user). Retention deletes the oldest `ingero-*.pftrace` files in it.
+    pub dir: Option<PathBuf>,
+    /// Rotate when the current file reaches this many bytes.
+    pub max_file_size: u64,
+    /// Delete the oldest files while the total exceeds this.
+    pub max_total_size: u64,
+    pub session: SessionInfo,
+    /// Stamp `machine_id` on every packet (what Perfetto uses to tell hosts apart when traces
+    /// are merged). Costs about 7 bytes per packet.
+    pub stamp_machine_id: bool,
+    /// Override the host's id (tests); `None`: hash of `/etc/machine-id`.
+    pub machine_id: Option<u32>,
+    /// Under sudo, give created directories and files to `SUDO_USER` (default true).
+    pub chown_to_sudo_user: bool,
+}
+
+impl Default for RecorderConfig {
+    fn default() -> Self {
+        RecorderConfig {
+            path: None,
+            dir: None,
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+            max_total_size: DEFAULT_MAX_TOTAL_SIZE,
+            session: SessionInfo::default(),
+            stamp_machine_id: true,
+            machine_id: None,
+            chown_to_sudo_user: true,
+        }
+    }
+}
+
+/// End-of-session numbers, written as the last packet.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FinalStats {
+    /// Events per type (`cuda`, `off_cpu`, `process`, `annotation`, ...).
+    pub events: Vec<(String, u64)>,
+    /// Drops per reason.
+    pub drops: Vec<(String, u64)>,
+    /// Rejected annotations per reason.
+    pub rejected: Vec<(String, u64)>,
+    /// The recorder's own counts (late records, clamped slices, files); filled in by
+    /// `Recorder::finish` and yielded by the reader.
+    pub recorder: Vec<(String, u64)>,
+}

@@ -1,0 +1,523 @@
+//! [`Recorder`]: the streaming Perfetto writer. It owns the current file, the two packet
+//! sequences, the track registry and the slices still open, and turns each
+//! [`TimelineRecord`] into packets (the per-kind encoding lives in `events.rs` and
+//! `labels.rs`).
+//!
+//! Ordering: records should come in timestamp order (from the merger). A slice's end is held
+//! in a small heap and written when the stream reaches its time, so the main sequence stays
+//! monotonic. A record earlier than what was already written goes to the late sequence with
+//! absolute timestamps, never dropped.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use prost::Message;
+
+use super::clocks::{ClockOffsets, machine_id, monotonic_now_ns, realtime_now_ns};
+use super::config::{CLOCK_SNAPSHOT_INTERVAL_NS, FinalStats, RecorderConfig};
+use super::files::{self, Naming, Owner, TraceFile};
+use super::interner::{Arg, Cat, FastMap, Name};
+use super::labels::LabelState;
+use super::proto::{DebugAnnotation, TracePacket, TrackDescriptor, TrackEvent, event_type};
+use super::sequence::{LATE_SEQUENCE, MAIN_SEQUENCE, Sequence};
+use super::tracks::{Hint, TrackKey, Tracks};
+use crate::timeline::record::TimelineRecord;
+
+/// What the recorder counted (written into the final statistics as `recorder.*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecorderCounters {
+    pub records: u64,
+    /// Records earlier than what was already written: put on the late sequence.
+    pub late: u64,
+    /// Slices shortened to stay nested on their track.
+    pub clamped: u64,
+    pub files: u64,
+    pub bytes: u64,
+    pub deleted_files: u64,
+}
+
+/// A slice end waiting for the stream to reach its time.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct PendingEnd {
+    /// Earliest end first; at equal ends the later-begun (inner) slice first.
+    key: Reverse<(u64, Reverse<u64>)>,
+    track: u64,
+}
+
+enum Retention {
+    Dir(PathBuf),
+    Own,
+}
+
+/// The streaming writer. See the module docs of `record` for the interface.
+pub struct Recorder {
+    cfg: RecorderConfig,
+    naming: Naming,
+    retention: Retention,
+    owner: Option<Owner>,
+    file: Option<TraceFile>,
+    files: Vec<PathBuf>,
+    pub(super) main: Sequence,
+    pub(super) late: Sequence,
+    pub(super) tracks: Tracks,
+    offsets: ClockOffsets,
+    machine_id: u32,
+    started_realtime_ns: u64,
+    last_snapshot_ts: u64,
+    pending: BinaryHeap<PendingEnd>,
+    pending_seq: u64,
+    /// Per track: end times of its open slices, innermost last.
+    open: FastMap<u64, Vec<u64>>,
+    pub(super) labels: LabelState,
+    /// Device memory per process, from successful allocations and frees of known size.
+    pub(super) device_memory: FastMap<u32, i64>,
+    /// Events-per-second counter: the second being counted and its count so far.
+    eps: Option<(u64, u64)>,
+    pub(super) counters: RecorderCounters,
+    scratch: Vec<u8>,
+    descs: Vec<TrackDescriptor>,
+    /// Reused for every event's debug annotations, so the hot path does not allocate.
+    pub(super) args: Vec<DebugAnnotation>,
+}
+
+impl Recorder {
+    /// Opens the first file (the directory is created, and under sudo given to the invoking
+    /// user) and applies retention. Nothing is written until the first record or `finish`.
+    pub fn create(cfg: RecorderConfig) -> Result<Recorder> {
+        Self::create_with(cfg, true)
+    }
+
+    /// As [`Recorder::create`]; `read_proc: false` names processes from events only (tests and
+    /// synthetic traces whose pids are not real).
+    pub fn create_with(cfg: RecorderConfig, read_proc: bool) -> Result<Recorder> {
+        let (naming, retention, owner) = match (&cfg.path, &cfg.dir) {
+            (Some(path), _) => {
+                let owner = if cfg.chown_to_sudo_user { files::invoking_user_home()?.1 } else { None };
+                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    files::create_dir_owned(parent, owner)?;
+                }
+                (Naming::Fixed { base: path.clone(), next: 0 }, Retention::Own, owner)
+            }
+            (None, dir) => {
+                let (home, owner) = files::invoking_user_home()?;
+                let owner = if cfg.chown_to_sudo_user { owner } else { None };
+                let dir = dir.clone().unwrap_or_else(|| home.join(".ingero").join("traces"));
+                files::create_dir_owned(&dir, owner)?;
+                (Naming::Dir(dir.clone()), Retention::Dir(dir), owner)
+            }
+        };
+        let mid = cfg.machine_id.unwrap_or_else(machine_id);
+        let mut r = Recorder {
+            naming,
+            retention,
+            owner,
+            file: None,
+            files: Vec::new(),
+            main: Sequence::new(MAIN_SEQUENCE, true),
+            late: Sequence::new(LATE_SEQUENCE, false),
+            tracks: Tracks::new(read_proc),
+            offsets: ClockOffsets::measure(),
+            machine_id: mid,
+            started_realtime_ns: realtime_now_ns(),
+            last_snapshot_ts: 0,
+            pending: BinaryHeap::new(),
+            pending_seq: 0,
+            open: FastMap::default(),
+            labels: LabelState::default(),
+            device_memory: FastMap::default(),
+            eps: None,
+            counters: RecorderCounters::default(),
+            scratch: Vec::with_capacity(4096),
+            descs: Vec::new(),
+            args: Vec::new(),
+            cfg,
+        };
+        r.open_next_file()?;
+        Ok(r)
+    }
+
+    /// The file being written.
+    pub fn current_path(&self) -> &Path {
+        self.file.as_ref().map_or(Path::new(""), |f| f.path())
+    }
+
+    pub fn counters(&self) -> RecorderCounters {
+        self.counters
+    }
+
+    /// Writes one record (in timestamp order, as the merger releases them).
+    pub fn write(&mut self, rec: &TimelineRecord) -> Result<()> {
+        let ts = rec.ts_ns();
+        self.start_main(ts)?;
+        let late = ts < self.main.last_ts();
+        if late {
+            self.counters.late += 1;
+        } else {
+            self.advance_to(ts)?;
+        }
+        self.counters.records += 1;
+        match rec {
+            TimelineRecord::Event(e) => self.write_event(e, late)?,
+            TimelineRecord::Annotation(a) => self.write_annotation(a, late)?,
+        }
+        if self.file.as_ref().is_some_and(|f| f.bytes() >= self.cfg.max_file_size) {
+            self.rotate()?;
+        }
+        Ok(())
+    }
+
+    /// The total number of dropped events so far, as a counter sample at `ts_ns`.
+    pub fn record_drops(&mut self, ts_ns: u64, total: u64) -> Result<()> {
+        self.start_main(ts_ns)?;
+        let late = ts_ns < self.main.last_ts();
+        if !late {
+            self.advance_to(ts_ns)?;
+        }
+        let track = self.track(&TrackKey::Drops, Hint { pid: 0, comm: "" })?;
+        self.counter(late, track, ts_ns, i64::try_from(total).unwrap_or(i64::MAX))
+    }
+
+    /// Hands everything written so far to the kernel (call at least once a second).
+    pub fn flush(&mut self) -> Result<()> {
+        match self.file.as_mut() {
+            Some(f) => f.flush(),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends every open slice, writes the final statistics, closes the file and returns the
+    /// files of this session that still exist (retention may have deleted early ones).
+    pub fn finish(mut self, stats: &FinalStats) -> Result<Vec<PathBuf>> {
+        let now = monotonic_now_ns();
+        self.start_main(now)?;
+        self.close_all_slices(false)?;
+        let ts = self.main.last_ts();
+        self.write_statistics(ts, stats)?;
+        if let Some(f) = self.file.take() {
+            self.counters.bytes += f.bytes();
+            f.close()?;
+        }
+        Ok(self.files.iter().filter(|p| p.exists()).cloned().collect())
+    }
+
+    // ---- files ---------------------------------------------------------------------------
+
+    fn open_next_file(&mut self) -> Result<()> {
+        let path = self.naming.next_path();
+        let file = TraceFile::create(&path, self.owner)?;
+        self.files.push(path.clone());
+        self.counters.files += 1;
+        self.file = Some(file);
+        self.main.reset();
+        self.late.reset();
+        self.tracks.new_file();
+        self.open.clear();
+        let candidates = match &self.retention {
+            Retention::Dir(dir) => files::trace_files_in(dir)?,
+            Retention::Own => self.files.clone(),
+        };
+        let deleted = files::enforce_retention(&candidates, &path, self.cfg.max_total_size)?;
+        self.counters.deleted_files += deleted.len() as u64;
+        Ok(())
+    }
+
+    /// Closes the current file at the current time and continues in a new one: pending
+    /// slice ends are written into the old file, open label states are ended there and
+    /// re-opened (flagged `continued`) in the new one.
+    fn rotate(&mut self) -> Result<()> {
+        self.close_all_slices(true)?;
+        if let Some(f) = self.file.take() {
+            self.counters.bytes += f.bytes();
+            f.close()?;
+        }
+        self.open_next_file()?;
+        let ts = self.main.last_ts();
+        self.start_main(ts)?;
+        self.reopen_states(ts)
+    }
+
+    /// Writes every pending slice end and ends open label states (kept for re-opening when
+    /// `keep_states`).
+    fn close_all_slices(&mut self, keep_states: bool) -> Result<()> {
+        while let Some(p) = self.pending.pop() {
+            let Reverse((end, _)) = p.key;
+            self.end_slice_now(p.track, end)?;
+        }
+        self.open.clear();
+        let ts = self.main.last_ts();
+        self.close_states(ts, keep_states)
+    }
+
+    // ---- sequences and packets -----------------------------------------------------------
+
+    /// Writes the main sequence's first packet in this file (clock snapshot, defaults, fixed
+    /// vocabulary) and the session packet, if not done yet. `base_ts` becomes clock 64's
+    /// starting value on the first file.
+    fn start_main(&mut self, base_ts: u64) -> Result<()> {
+        if self.main.started() {
+            return Ok(());
+        }
+        let base = if self.counters.files > 1 || self.main.last_ts() > 0 { self.main.last_ts() } else { base_ts };
+        self.offsets = ClockOffsets::measure();
+        let mut pkt = TracePacket { clock_snapshot: Some(self.offsets.snapshot(base, true)), ..Default::default() };
+        self.main.stamp_first(&mut pkt, base);
+        pkt.machine_id = self.machine_id_field();
+        self.last_snapshot_ts = base;
+        self.encode(&pkt)?;
+        self.write_session(base)
+    }
+
+    fn start_late(&mut self) -> Result<()> {
+        if self.late.started() {
+            return Ok(());
+        }
+        let mut pkt = TracePacket::default();
+        self.late.stamp_first(&mut pkt, 0);
+        pkt.machine_id = self.machine_id_field();
+        self.encode(&pkt)
+    }
+
+    fn machine_id_field(&self) -> Option<u32> {
+        self.cfg.stamp_machine_id.then_some(self.machine_id)
+    }
+
+    fn encode(&mut self, pkt: &TracePacket) -> Result<()> {
+        self.scratch.clear();
+        // `Trace.packet` (field 1, length-delimited): a file is a concatenation of these.
+        self.scratch.push(0x0A);
+        pkt.encode_length_delimited(&mut self.scratch).context("encoding a packet")?;
+        let file = self.file.as_mut().context("no open trace file")?;
+        file.write_all(&self.scratch)
+    }
+
+    /// Stamps and writes a packet on the main (`late == false`) or late sequence.
+    pub(super) fn emit(&mut self, late: bool, ts: Option<u64>, mut pkt: TracePacket) -> Result<TracePacket> {
+        if late {
+            self.start_late()?;
+            self.late.stamp(&mut pkt, ts);
+        } else {
+            self.main.stamp(&mut pkt, ts);
+        }
+        pkt.machine_id = self.machine_id_field();
+        self.encode(&pkt)?;
+        Ok(pkt)
+    }
+
+    /// Writes a track event and takes its debug-annotation vector back for reuse.
+    pub(super) fn emit_event(&mut self, late: bool, ts: u64, te: TrackEvent) -> Result<()> {
+        let pkt = TracePacket { track_event: Some(te), ..Default::default() };
+        let mut pkt = self.emit(late, Some(ts), pkt)?;
+        if let Some(te) = pkt.track_event.take() {
+            if te.debug_annotations.capacity() > self.args.capacity() {
+                self.args = te.debug_annotations;
+                self.args.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// The uuid of a track, describing it (and its parents) first if this file has not yet.
+    pub(super) fn track(&mut self, key: &TrackKey, hint: Hint<'_>) -> Result<u64> {
+        let uuid = self.tracks.ensure(key, hint, &mut self.descs);
+        if !self.descs.is_empty() {
+            let descs = std::mem::take(&mut self.descs);
+            for d in &descs {
+                let pkt = TracePacket { track_descriptor: Some(d.clone()), ..Default::default() };
+                self.emit(false, None, pkt)?;
+            }
+            self.descs = descs;
+            self.descs.clear();
+        }
+        Ok(uuid)
+    }
+
+    // ---- time ----------------------------------------------------------------------------
+
+    /// Moves the main sequence to `ts`: writes slice ends due by then, the events-per-second
+    /// counter for completed seconds, and a clock snapshot every 10 s.
+    fn advance_to(&mut self, ts: u64) -> Result<()> {
+        while self.pending.peek().is_some_and(|p| (p.key.0).0 <= ts) {
+            if let Some(p) = self.pending.pop() {
+                let Reverse((end, _)) = p.key;
+                self.end_slice_now(p.track, end)?;
+            }
+        }
+        self.count_event(ts)?;
+        if ts.saturating_sub(self.last_snapshot_ts) >= CLOCK_SNAPSHOT_INTERVAL_NS {
+            // Restate clock 64 at its current value, so the snapshot is right whether or not
+            // a reader resets its delta base on snapshots.
+            let at = self.main.last_ts();
+            self.offsets = ClockOffsets::measure();
+            let pkt = TracePacket { clock_snapshot: Some(self.offsets.snapshot(at, true)), ..Default::default() };
+            self.emit(false, None, pkt)?;
+            self.last_snapshot_ts = ts;
+        }
+        Ok(())
+    }
+
+    fn count_event(&mut self, ts: u64) -> Result<()> {
+        const SEC: u64 = 1_000_000_000;
+        let sec = ts / SEC;
+        match self.eps {
+            None => self.eps = Some((sec, 1)),
+            Some((cur, n)) if cur == sec => self.eps = Some((cur, n + 1)),
+            Some((cur, n)) => {
+                let track = self.track(&TrackKey::EventsPerSecond, Hint { pid: 0, comm: "" })?;
+                self.counter(false, track, (cur + 1) * SEC, i64::try_from(n).unwrap_or(i64::MAX))?;
+                if sec > cur + 1 {
+                    // An idle gap: the rate drops to zero rather than ramping across it.
+                    self.counter(false, track, (cur + 2) * SEC, 0)?;
+                }
+                self.eps = Some((sec, 1));
+            }
+        }
+        Ok(())
+    }
+
+    // ---- slices --------------------------------------------------------------------------
+
+    /// Begins a slice `[ts, end]` on `track`. On the main sequence its end is queued, and it
+    /// is shortened if needed to stay inside the enclosing open slice of the track (counted,
+    /// original duration kept in `clamped_from_ns`). On the late sequence both ends are
+    /// written at once.
+    pub(super) fn slice(&mut self, late: bool, track: u64, ts: u64, end: u64, mut te: TrackEvent) -> Result<()> {
+        let mut end = end.max(ts);
+        te.r#type = Some(event_type::SLICE_BEGIN);
+        te.track_uuid = Some(track);
+        if late {
+            self.emit_event(true, ts, te)?;
+            return self.emit_event(true, end, end_event(track));
+        }
+        let stack = self.open.entry(track).or_default();
+        if let Some(outer) = stack.last().copied() {
+            if end > outer {
+                te.debug_annotations.push(DebugAnnotation {
+                    name_iid: Some(Arg::ClampedFromNs.iid()),
+                    uint_value: Some(end - ts),
+                    ..Default::default()
+                });
+                end = outer;
+                self.counters.clamped += 1;
+            }
+        }
+        stack.push(end);
+        self.pending_seq += 1;
+        self.pending.push(PendingEnd { key: Reverse((end, Reverse(self.pending_seq))), track });
+        self.emit_event(false, ts, te)
+    }
+
+    fn end_slice_now(&mut self, track: u64, end: u64) -> Result<()> {
+        if let Some(stack) = self.open.get_mut(&track) {
+            stack.pop();
+            if stack.is_empty() {
+                self.open.remove(&track);
+            }
+        }
+        self.emit_event(false, end, end_event(track))
+    }
+
+    /// An open-ended slice (label state): begun now, ended by [`Recorder::end_open`].
+    pub(super) fn begin_open(&mut self, track: u64, ts: u64, mut te: TrackEvent) -> Result<()> {
+        te.r#type = Some(event_type::SLICE_BEGIN);
+        te.track_uuid = Some(track);
+        self.emit_event(false, ts, te)
+    }
+
+    pub(super) fn end_open(&mut self, track: u64, ts: u64) -> Result<()> {
+        self.emit_event(false, ts, end_event(track))
+    }
+
+    pub(super) fn instant(&mut self, late: bool, track: u64, ts: u64, mut te: TrackEvent) -> Result<()> {
+        te.r#type = Some(event_type::INSTANT);
+        te.track_uuid = Some(track);
+        self.emit_event(late, ts, te)
+    }
+
+    pub(super) fn counter(&mut self, late: bool, track: u64, ts: u64, value: i64) -> Result<()> {
+        let te = TrackEvent {
+            r#type: Some(event_type::COUNTER),
+            track_uuid: Some(track),
+            counter_value: Some(value),
+            ..Default::default()
+        };
+        self.emit_event(late, ts, te)
+    }
+
+    // ---- session and statistics ----------------------------------------------------------
+
+    fn write_session(&mut self, ts: u64) -> Result<()> {
+        let track = self.track(&TrackKey::Ingero, Hint { pid: 0, comm: "" })?;
+        let s = &self.cfg.session;
+        let strings = [
+            (Arg::Host, s.host.clone()),
+            (Arg::Kernel, s.kernel.clone()),
+            (Arg::AgentVersion, s.agent_version.clone()),
+            (Arg::CommandLine, s.command_line.clone()),
+            (Arg::Targets, s.targets.join("\n")),
+            (Arg::Probes, s.probes.join("\n")),
+        ];
+        let mut args: Vec<DebugAnnotation> = strings
+            .into_iter()
+            .map(|(k, v)| DebugAnnotation { name_iid: Some(k.iid()), string_value: Some(v), ..Default::default() })
+            .collect();
+        for (k, v) in [
+            (Arg::MachineId, u64::from(self.machine_id)),
+            (Arg::FileIndex, self.counters.files.saturating_sub(1)),
+            (Arg::StartedRealtimeNs, self.started_realtime_ns),
+        ] {
+            args.push(DebugAnnotation { name_iid: Some(k.iid()), uint_value: Some(v), ..Default::default() });
+        }
+        let te = TrackEvent {
+            name_iid: Some(self.main.interner.name(Name::Session)),
+            category_iids: vec![Cat::Ingero.iid()],
+            debug_annotations: args,
+            ..Default::default()
+        };
+        self.instant(false, track, ts, te)
+    }
+
+    fn write_statistics(&mut self, ts: u64, stats: &FinalStats) -> Result<()> {
+        use super::schema::stats as prefix;
+        let track = self.track(&TrackKey::Ingero, Hint { pid: 0, comm: "" })?;
+        let c = self.counters;
+        let own = [
+            ("records", c.records),
+            ("late", c.late),
+            ("clamped", c.clamped),
+            ("files", c.files),
+            ("deleted_files", c.deleted_files),
+        ];
+        let mut args = Vec::new();
+        let groups: [(&str, &[(String, u64)]); 4] = [
+            (prefix::EVENTS, &stats.events),
+            (prefix::DROPS, &stats.drops),
+            (prefix::REJECTED, &stats.rejected),
+            (prefix::RECORDER, &stats.recorder),
+        ];
+        for (p, list) in groups {
+            for (k, v) in list {
+                args.push(DebugAnnotation { name: Some(format!("{p}{k}")), uint_value: Some(*v), ..Default::default() });
+            }
+        }
+        for (k, v) in own {
+            args.push(DebugAnnotation {
+                name: Some(format!("{}{k}", prefix::RECORDER)),
+                uint_value: Some(v),
+                ..Default::default()
+            });
+        }
+        let te = TrackEvent {
+            name_iid: Some(self.main.interner.name(Name::Statistics)),
+            category_iids: vec![Cat::Ingero.iid()],
+            debug_annotations: args,
+            ..Default::default()
+        };
+        self.instant(false, track, ts, te)
+    }
+}
+
+fn end_event(track: u64) -> TrackEvent {
+    TrackEvent { r#type: Some(event_type::SLICE_END), track_uuid: Some(track), ..Default::default() }
+}
