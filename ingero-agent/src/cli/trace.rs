@@ -82,6 +82,9 @@ impl AnnotateFlags {
     }
 }
 
+/// With `--json`, a `"type":"stats"` line is written every this many seconds (and at the end).
+const JSON_STATS_EVERY_TICKS: u64 = 10;
+
 /// How often the process list is rescanned for newly loaded CUDA runtimes.
 const RESCAN_EVERY: Duration = Duration::from_secs(2);
 
@@ -214,6 +217,7 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut drain_tick = tokio::time::interval(DRAIN_INTERVAL);
     let mut last_rescan = Instant::now();
+    let mut stats_ticks: u64 = 0;
 
     loop {
         tokio::select! {
@@ -235,6 +239,11 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
                 drain(sched.get_mut(), &mut pipeline);
             }
             _ = tick.tick() => {
+                stats_ticks += 1;
+                if args.json && stats_ticks % JSON_STATS_EVERY_TICKS == 0 {
+                    let line = stats_json(&pipeline, &probes, ingest.as_ref(), false);
+                    pipeline.write_json_line(&line);
+                }
                 pipeline.flush();
                 if live_table {
                     let text = render(&pipeline, &probes, ingest.as_ref());
@@ -277,6 +286,10 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
         }
     }
     let summary = render(&pipeline, &probes, ingest.as_ref());
+    if args.json {
+        let line = stats_json(&pipeline, &probes, ingest.as_ref(), true);
+        pipeline.write_json_line(&line);
+    }
     if let Some(server) = ingest {
         server.shutdown().await;
     }
@@ -348,13 +361,66 @@ fn handle_annotation(pipeline: &mut Pipeline, annotation: &ReceivedAnnotation) {
     }
 }
 
-fn render(pipeline: &Pipeline, probes: &Probes, ingest: Option<&IngestServer>) -> String {
+/// Every loss counter: the kernel's, the decoder's, and annotation ingest's.
+fn drops(
+    pipeline: &Pipeline,
+    probes: &Probes,
+    ingest: Option<&IngestServer>,
+) -> Vec<(&'static str, u64)> {
     let mut drops = probes.counters().read();
     drops.extend(pipeline.decode_errors.iter().map(|(k, v)| (*k, *v)));
+    if let Some(server) = ingest {
+        drops.push(("annotations_dropped", server.counters().dropped));
+    }
+    drops
+}
+
+/// The `"type":"stats"` line of `--json` output (documented in docs/json-schema.md).
+fn stats_json(
+    pipeline: &Pipeline,
+    probes: &Probes,
+    ingest: Option<&IngestServer>,
+    last: bool,
+) -> serde_json::Value {
+    let stats = &pipeline.stats;
+    let ops: serde_json::Map<String, serde_json::Value> = stats
+        .ops
+        .iter()
+        .map(|(op, s)| {
+            (
+                op.name().to_string(),
+                serde_json::json!({
+                    "count": s.count, "errors": s.errors,
+                    "p50_ns": s.quantile(0.5), "p95_ns": s.quantile(0.95), "p99_ns": s.quantile(0.99),
+                    "max_ns": s.max_ns, "total_ns": s.total_ns,
+                }),
+            )
+        })
+        .collect();
+    let drops: serde_json::Map<String, serde_json::Value> = drops(pipeline, probes, ingest)
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.into()))
+        .collect();
+    serde_json::json!({
+        "type": "stats",
+        "final": last,
+        "events": stats.events,
+        "ops": ops,
+        "off_cpu": {
+            "preempted": {"count": stats.preempted.count, "total_ns": stats.preempted.total_ns, "max_ns": stats.preempted.max_ns},
+            "blocked": {"count": stats.blocked.count, "total_ns": stats.blocked.total_ns, "max_ns": stats.blocked.max_ns},
+        },
+        "processes": stats.lifecycle,
+        "drops": drops,
+        "annotations": ingest.map(|s| serde_json::to_value(s.counters()).unwrap_or_default()),
+    })
+}
+
+fn render(pipeline: &Pipeline, probes: &Probes, ingest: Option<&IngestServer>) -> String {
+    let drops = drops(pipeline, probes, ingest);
     let mut extra = Vec::new();
     if let Some(server) = ingest {
         let c = server.counters();
-        drops.push(("annotations_dropped", c.dropped));
         let mut line = format!(
             "annotations: {} accepted, {} rejected, {} connections open",
             c.ingested, c.rejected_total, c.connections_open
