@@ -41,13 +41,19 @@ fn main() -> Result<()> {
         }
     }
     let records: Vec<TimelineRecord> = synth::launches(n, synth::SCENARIO_T0).collect();
-    let path = dir.join(format!("ingero-record-bench-{}.pftrace", std::process::id()));
+    let path = dir.join(format!(
+        "ingero-record-bench-{}.pftrace",
+        std::process::id()
+    ));
 
     let (secs, bytes) = write(path.clone(), &records, false)?;
     println!("bytes_per_call {:.2} bytes", bytes as f64 / n as f64);
     println!("writer_throughput {:.2} M calls/s", n as f64 / secs / 1e6);
     let (_, bytes_mid) = write(path.clone(), &records, true)?;
-    println!("bytes_per_call_with_machine_id {:.2} bytes", bytes_mid as f64 / n as f64);
+    println!(
+        "bytes_per_call_with_machine_id {:.2} bytes",
+        bytes_mid as f64 / n as f64
+    );
     let (secs, bytes) = write(path.clone(), &records, false)?;
 
     let start = Instant::now();
@@ -58,7 +64,12 @@ fn main() -> Result<()> {
         count += 1;
     }
     let rsecs = start.elapsed().as_secs_f64();
-    println!("reader_throughput {:.2} M records/s ({} packets, {:.2} M packets/s)", count as f64 / rsecs / 1e6, reader.packets(), reader.packets() as f64 / rsecs / 1e6);
+    println!(
+        "reader_throughput {:.2} M records/s ({} packets, {:.2} M packets/s)",
+        count as f64 / rsecs / 1e6,
+        reader.packets(),
+        reader.packets() as f64 / rsecs / 1e6
+    );
     println!("reader_bandwidth {:.0} MB/s", bytes as f64 / rsecs / 1e6);
     let _ = secs;
     std::fs::remove_file(&path).ok();

@@ -15,9 +15,19 @@ fn main() -> Result<()> {
     let mut max_file_size = DEFAULT_MAX_FILE_SIZE;
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--events" => events = args.next().context("--events needs a number")?.parse().context("--events")?,
+            "--events" => {
+                events = args
+                    .next()
+                    .context("--events needs a number")?
+                    .parse()
+                    .context("--events")?
+            }
             "--max-file-size" => {
-                max_file_size = args.next().context("--max-file-size needs bytes")?.parse().context("--max-file-size")?
+                max_file_size = args
+                    .next()
+                    .context("--max-file-size needs bytes")?
+                    .parse()
+                    .context("--max-file-size")?
             }
             _ if a.starts_with("--") => bail!("unknown option {a}"),
             _ => out = Some(PathBuf::from(a)),

@@ -17,4 +17,5 @@ pub mod pipeline;
 pub mod probes;
 pub mod read;
 pub mod record;
+pub mod recording;
 pub mod timeline;

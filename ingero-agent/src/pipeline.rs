@@ -1,6 +1,7 @@
 //! The user-space pipeline after the ring buffers: decode each record, update the live
-//! statistics, and write `--json` lines. It is fed raw record bytes, so the drain benchmark can
-//! replay captured records through exactly the code the agent runs.
+//! statistics, write `--json` lines, and hand events to the recording. It is fed raw record
+//! bytes, so the drain benchmark can replay captured records through exactly the code the agent
+//! runs.
 
 use std::{
     collections::BTreeMap,
@@ -11,6 +12,7 @@ use crate::{
     decode::{self, DecodeError},
     live::Stats,
     output::json::write_event,
+    recording::Recording,
 };
 
 /// Where events go.
@@ -21,6 +23,8 @@ pub struct Pipeline {
     pub decode_errors: BTreeMap<&'static str, u64>,
     /// Set when writing `--json` output failed (for example a closed pipe).
     pub output_error: Option<io::Error>,
+    /// With `--record`: the reorder window and the trace file.
+    pub recording: Option<Recording>,
 }
 
 impl Pipeline {
@@ -31,6 +35,7 @@ impl Pipeline {
             json,
             decode_errors: BTreeMap::new(),
             output_error: None,
+            recording: None,
         }
     }
 
@@ -45,6 +50,9 @@ impl Pipeline {
                             self.output_error = Some(e);
                         }
                     }
+                }
+                if let Some(recording) = self.recording.as_mut() {
+                    recording.push_event(event);
                 }
             }
             Err(err) => self.count_decode_error(err),

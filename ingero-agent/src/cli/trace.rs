@@ -24,6 +24,9 @@ use crate::{
     live::table::{self, Footer},
     pipeline::Pipeline,
     probes::{DRAIN_INTERVAL, LoadOptions, Probes, validate_ringbuf_size},
+    record::{FinalStats, RecorderConfig, SessionInfo},
+    recording::Recording,
+    timeline::merger::MergerConfig,
 };
 
 #[derive(Args, Debug)]
@@ -45,6 +48,60 @@ pub struct TraceArgs {
     pub ringbuf_size: u64,
     #[command(flatten)]
     pub annotate: AnnotateFlags,
+    #[command(flatten)]
+    pub record: RecordFlags,
+}
+
+/// Recording flags of `ingero trace`.
+#[derive(Args, Debug)]
+pub struct RecordFlags {
+    /// Record a Perfetto trace (`--record=false` turns it off even with -o). Default directory:
+    /// ~/.ingero/traces/ of the invoking user (under sudo, SUDO_USER's), one file per session.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub record: Option<bool>,
+    /// Write the recording to this file instead (implies --record).
+    #[arg(short = 'o', long = "output", value_name = "PATH")]
+    pub output: Option<PathBuf>,
+    /// Start a new file (self-contained) when the current one reaches this size.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::record::DEFAULT_MAX_FILE_SIZE)]
+    pub max_file_size: u64,
+    /// Delete the oldest recordings of the trace directory beyond this total.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::record::DEFAULT_MAX_TOTAL_SIZE)]
+    pub max_total_size: u64,
+    /// How long records are held to put them in timestamp order before writing.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "250ms")]
+    pub reorder_window: Duration,
+}
+
+impl RecordFlags {
+    fn enabled(&self) -> bool {
+        self.record.unwrap_or(self.output.is_some())
+    }
+
+    fn start(&self, targets: Vec<String>, probes: Vec<String>) -> Result<Option<Recording>> {
+        if !self.enabled() {
+            return Ok(None);
+        }
+        let mut session = SessionInfo::this_host();
+        session.targets = targets;
+        session.probes = probes;
+        let config = RecorderConfig {
+            path: self.output.clone(),
+            max_file_size: self.max_file_size,
+            max_total_size: self.max_total_size,
+            session,
+            ..RecorderConfig::default()
+        };
+        let merger = MergerConfig {
+            window: self.reorder_window,
+            ..MergerConfig::default()
+        };
+        let recording = Recording::start(config, merger).context("starting the recording")?;
+        if let Some(path) = recording.current_path() {
+            eprintln!("ingero: recording to {}", path.display());
+        }
+        Ok(Some(recording))
+    }
 }
 
 /// Annotation ingest flags of `ingero trace`.
@@ -102,6 +159,16 @@ pub fn run(args: TraceArgs) -> Result<ExitCode> {
 struct Attached {
     inodes: BTreeSet<(u64, u64)>,
     pids: BTreeSet<u32>,
+    /// `path: symbols` per attached library, for the recording's session metadata.
+    libraries: Vec<String>,
+}
+
+impl Attached {
+    fn probe_names(&self) -> Vec<String> {
+        let mut names = self.libraries.clone();
+        names.push("tracepoints: sched_switch, sched_process_exec, sched_process_exit, sched_process_fork, task_newtask".into());
+        names
+    }
 }
 
 fn attach_new(
@@ -128,6 +195,11 @@ fn attach_new(
         }
         let report = probes.attach_library(&library)?;
         new += 1;
+        attached.libraries.push(format!(
+            "{}: {}",
+            library.path.display(),
+            report.attached.join(", ")
+        ));
         let mut line = format!(
             "ingero: {}: probing {} symbols",
             library.path.display(),
@@ -197,6 +269,7 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
         Some(pids) => format!("pids {pids:?}"),
         None => "every process that uses CUDA".to_string(),
     };
+    let targets = vec![scope.clone()];
     eprintln!(
         "ingero: attached {} probes ({library_count} libraries, {tracepoints} tracepoints); tracing {scope}",
         probes.probe_count()
@@ -210,6 +283,7 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
         )) as _
     });
     let mut pipeline = Pipeline::new(json_out);
+    pipeline.recording = args.record.start(targets.clone(), attached.probe_names())?;
     let mut cuda = register(rings.cuda)?;
     let mut sched = register(rings.sched)?;
 
@@ -240,11 +314,15 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
             }
             _ = tick.tick() => {
                 stats_ticks += 1;
-                if args.json && stats_ticks % JSON_STATS_EVERY_TICKS == 0 {
+                if args.json && stats_ticks.is_multiple_of(JSON_STATS_EVERY_TICKS) {
                     let line = stats_json(&pipeline, &probes, ingest.as_ref(), false);
                     pipeline.write_json_line(&line);
                 }
                 pipeline.flush();
+                let lost: u64 = drops(&pipeline, &probes, ingest.as_ref()).iter().map(|(_, n)| n).sum();
+                if let Some(recording) = pipeline.recording.as_mut() {
+                    recording.tick(lost);
+                }
                 if live_table {
                     let text = render(&pipeline, &probes, ingest.as_ref());
                     print!("\x1b[H\x1b[2J{text}");
@@ -290,10 +368,21 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
         let line = stats_json(&pipeline, &probes, ingest.as_ref(), true);
         pipeline.write_json_line(&line);
     }
+    let final_stats = final_stats(&pipeline, &probes, ingest.as_ref());
     if let Some(server) = ingest {
         server.shutdown().await;
     }
     pipeline.flush();
+    if let Some(recording) = pipeline.recording.take() {
+        match recording.finish(final_stats) {
+            Ok(files) => {
+                for file in files {
+                    eprintln!("ingero: recorded {}", file.display());
+                }
+            }
+            Err(e) => eprintln!("ingero: finishing the recording failed: {e:#}"),
+        }
+    }
     if let Some(err) = &pipeline.output_error {
         if err.kind() != std::io::ErrorKind::BrokenPipe {
             eprintln!("ingero: writing output failed: {err}");
@@ -358,6 +447,39 @@ fn handle_annotation(pipeline: &mut Pipeline, annotation: &ReceivedAnnotation) {
     pipeline.stats.annotations += 1;
     if pipeline.json_enabled() {
         pipeline.write_json_line(&annotation.to_json());
+    }
+    if let Some(recording) = pipeline.recording.as_mut() {
+        recording.push_annotation(annotation);
+    }
+}
+
+/// The statistics written at the end of a recording.
+fn final_stats(pipeline: &Pipeline, probes: &Probes, ingest: Option<&IngestServer>) -> FinalStats {
+    let stats = &pipeline.stats;
+    let cuda: u64 = stats.ops.values().map(|s| s.count).sum();
+    let off_cpu = stats.preempted.count + stats.blocked.count;
+    let process: u64 = stats.lifecycle.values().sum();
+    let own = |pairs: Vec<(&'static str, u64)>| {
+        pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    };
+    FinalStats {
+        events: own(vec![
+            ("cuda", cuda),
+            ("off_cpu", off_cpu),
+            ("process", process),
+            ("annotation", stats.annotations),
+        ]),
+        drops: own(drops(pipeline, probes, ingest)),
+        rejected: ingest
+            .map(|s| {
+                s.counters()
+                    .rejected
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        recorder: Vec::new(),
     }
 }
 

@@ -1,7 +1,6 @@
 //! Turns the packets of one file into [`ReadRecord`]s: keeps each sequence's interning tables
 //! and clock, the track tree from the descriptors, and the open slices per track.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -9,13 +8,13 @@ use ingero_ebpf::{CudaOp, OffCpuReason};
 use prost::Message;
 
 use super::types::{
-    CounterKind, CounterSample, CudaCallRecord, LabelInterval, LifecycleRecord, OffCpuRecord, ReadRecord,
-    SessionRecord, ThreadRef,
+    CounterKind, CounterSample, CudaCallRecord, LabelInterval, LifecycleRecord, OffCpuRecord,
+    ReadRecord, SessionRecord, ThreadRef,
 };
 use crate::decode::{CudaArgs, MemcpyKind, ProcessOp};
 use crate::record::proto::{DebugAnnotation, TracePacket, TrackDescriptor, clock_id, event_type};
 use crate::record::schema::{self, arg, session, stats};
-use crate::record::{FinalStats, SessionInfo, memcpy_kind_text};
+use crate::record::{FastMap, FinalStats, SessionInfo, memcpy_kind_text};
 use crate::timeline::record::{AnnotationRecord, Scope};
 
 /// A debug-annotation value.
@@ -33,7 +32,10 @@ impl Val {
             Val::U(v) => Some(*v),
             Val::I(v) => u64::try_from(*v).ok(),
             Val::B(b) => Some(u64::from(*b)),
-            Val::S(s) => s.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok()).or_else(|| s.parse().ok()),
+            Val::S(s) => s
+                .strip_prefix("0x")
+                .and_then(|h| u64::from_str_radix(h, 16).ok())
+                .or_else(|| s.parse().ok()),
         }
     }
     pub fn as_i64(&self) -> Option<i64> {
@@ -52,9 +54,9 @@ impl Val {
 
 #[derive(Default)]
 struct SeqState {
-    names: HashMap<u64, Arc<str>>,
-    debug_names: HashMap<u64, Arc<str>>,
-    strings: HashMap<u64, Arc<str>>,
+    names: FastMap<u64, Arc<str>>,
+    debug_names: FastMap<u64, Arc<str>>,
+    strings: FastMap<u64, Arc<str>>,
     /// Clock 64's current value.
     clock64: Option<u64>,
     default_clock: Option<u32>,
@@ -82,10 +84,10 @@ struct Open {
 /// The decoding state of one file.
 #[derive(Default)]
 pub struct FileDecoder {
-    seqs: HashMap<u32, SeqState>,
-    tracks: HashMap<u64, TrackKind>,
-    open: HashMap<u64, Vec<Open>>,
-    op_by_name: HashMap<&'static str, CudaOp>,
+    seqs: FastMap<u32, SeqState>,
+    tracks: FastMap<u64, TrackKind>,
+    open: FastMap<u64, Vec<Open>>,
+    op_by_name: FastMap<&'static str, CudaOp>,
 }
 
 fn find<'a>(args: &'a [(Arc<str>, Val)], key: &str) -> Option<&'a Val> {
@@ -98,14 +100,19 @@ fn u64_of(args: &[(Arc<str>, Val)], key: &str) -> Option<u64> {
 
 impl FileDecoder {
     pub fn new() -> FileDecoder {
-        FileDecoder { op_by_name: CudaOp::ALL.iter().map(|op| (op.name(), *op)).collect(), ..Default::default() }
+        FileDecoder {
+            op_by_name: CudaOp::ALL.iter().map(|op| (op.name(), *op)).collect(),
+            ..Default::default()
+        }
     }
 
     /// Decodes one packet, pushing what it completes onto `out`.
     pub fn packet(&mut self, bytes: &[u8], out: &mut Vec<ReadRecord>) -> Result<()> {
         let pkt = TracePacket::decode(bytes).context("decoding a packet")?;
         let seq_id = pkt.trusted_packet_sequence_id.unwrap_or(0);
-        let cleared = pkt.sequence_flags.unwrap_or(0) & crate::record::proto::SEQ_INCREMENTAL_STATE_CLEARED != 0;
+        let cleared = pkt.sequence_flags.unwrap_or(0)
+            & crate::record::proto::SEQ_INCREMENTAL_STATE_CLEARED
+            != 0;
         let seq = self.seqs.entry(seq_id).or_default();
         if cleared {
             *seq = SeqState::default();
@@ -115,13 +122,18 @@ impl FileDecoder {
         }
         if let Some(i) = pkt.interned_data {
             for n in i.event_names {
-                seq.names.insert(n.iid.unwrap_or(0), n.name.unwrap_or_default().into());
+                seq.names
+                    .insert(n.iid.unwrap_or(0), n.name.unwrap_or_default().into());
             }
             for n in i.debug_annotation_names {
-                seq.debug_names.insert(n.iid.unwrap_or(0), n.name.unwrap_or_default().into());
+                seq.debug_names
+                    .insert(n.iid.unwrap_or(0), n.name.unwrap_or_default().into());
             }
             for s in i.debug_annotation_string_values {
-                seq.strings.insert(s.iid.unwrap_or(0), String::from_utf8_lossy(&s.str.unwrap_or_default()).into());
+                seq.strings.insert(
+                    s.iid.unwrap_or(0),
+                    String::from_utf8_lossy(&s.str.unwrap_or_default()).into(),
+                );
             }
         }
         if let Some(cs) = &pkt.clock_snapshot {
@@ -149,7 +161,9 @@ impl FileDecoder {
             self.describe(d);
             return Ok(());
         }
-        let Some(te) = pkt.track_event else { return Ok(()) };
+        let Some(te) = pkt.track_event else {
+            return Ok(());
+        };
         let track = te.track_uuid.unwrap_or(0);
         let name: Arc<str> = match (te.name_iid, te.name) {
             (Some(iid), _) => seq.names.get(&iid).cloned().unwrap_or_else(|| "".into()),
@@ -158,15 +172,26 @@ impl FileDecoder {
         };
         let args = resolve_args(seq, te.debug_annotations);
         match te.r#type.unwrap_or(0) {
-            event_type::SLICE_BEGIN => self.open.entry(track).or_default().push(Open { ts, name, args }),
+            event_type::SLICE_BEGIN => {
+                self.open
+                    .entry(track)
+                    .or_default()
+                    .push(Open { ts, name, args })
+            }
             event_type::SLICE_END => {
-                let Some(open) = self.open.get_mut(&track).and_then(Vec::pop) else { return Ok(()) };
+                let Some(open) = self.open.get_mut(&track).and_then(Vec::pop) else {
+                    return Ok(());
+                };
                 self.slice(track, open, ts, out);
             }
             event_type::INSTANT => self.instant(track, ts, &name, &args, out),
             event_type::COUNTER => {
                 if let Some(TrackKind::Counter(kind)) = self.tracks.get(&track) {
-                    out.push(ReadRecord::Counter(CounterSample { kind: *kind, ts_ns: ts, value: te.counter_value.unwrap_or(0) }));
+                    out.push(ReadRecord::Counter(CounterSample {
+                        kind: *kind,
+                        ts_ns: ts,
+                        value: te.counter_value.unwrap_or(0),
+                    }));
                 }
             }
             _ => {}
@@ -188,8 +213,12 @@ impl FileDecoder {
             })
         } else if d.counter.is_some() {
             match (name.as_str(), parent) {
-                (schema::TRACK_DEVICE_MEMORY, Some(TrackKind::Process(pid))) => TrackKind::Counter(CounterKind::DeviceMemory { pid }),
-                (schema::TRACK_EVENTS_PER_SECOND, _) => TrackKind::Counter(CounterKind::EventsPerSecond),
+                (schema::TRACK_DEVICE_MEMORY, Some(TrackKind::Process(pid))) => {
+                    TrackKind::Counter(CounterKind::DeviceMemory { pid })
+                }
+                (schema::TRACK_EVENTS_PER_SECOND, _) => {
+                    TrackKind::Counter(CounterKind::EventsPerSecond)
+                }
                 (schema::TRACK_DROPS, _) => TrackKind::Counter(CounterKind::Drops),
                 _ => TrackKind::Other,
             }
@@ -197,9 +226,13 @@ impl FileDecoder {
             match (name.as_str(), parent) {
                 (schema::TRACK_INGERO, None) => TrackKind::Ingero,
                 (schema::TRACK_TRACE_WIDE, None) => TrackKind::Labels(None),
-                (schema::TRACK_LABELS, Some(TrackKind::Process(pid))) => TrackKind::Labels(Some(pid)),
+                (schema::TRACK_LABELS, Some(TrackKind::Process(pid))) => {
+                    TrackKind::Labels(Some(pid))
+                }
                 (schema::TRACK_OFF_CPU, Some(TrackKind::Thread(t))) => TrackKind::OffCpu(t),
-                (n, Some(TrackKind::Labels(scope))) if n.starts_with(schema::TRACK_SPANS) => TrackKind::SpanLane(scope),
+                (n, Some(TrackKind::Labels(scope))) if n.starts_with(schema::TRACK_SPANS) => {
+                    TrackKind::SpanLane(scope)
+                }
                 (n, Some(TrackKind::Labels(scope))) => TrackKind::State(scope, n.to_owned()),
                 _ => TrackKind::Other,
             }
@@ -212,13 +245,18 @@ impl FileDecoder {
         let args = &open.args;
         match self.tracks.get(&track) {
             Some(TrackKind::Thread(t)) => {
-                let Some(op) = self.op_by_name.get(&*open.name).copied() else { return };
+                let Some(op) = self.op_by_name.get(&*open.name).copied() else {
+                    return;
+                };
                 out.push(ReadRecord::Cuda(CudaCallRecord {
                     ts_ns: open.ts,
                     duration_ns,
                     thread: t.clone(),
                     op,
-                    ret: find(args, arg::RET).and_then(Val::as_i64).and_then(|v| i32::try_from(v).ok()).unwrap_or(0),
+                    ret: find(args, arg::RET)
+                        .and_then(Val::as_i64)
+                        .and_then(|v| i32::try_from(v).ok())
+                        .unwrap_or(0),
                     args: cuda_args(op, args),
                     clamped_from_ns: u64_of(args, arg::CLAMPED_FROM_NS),
                 }));
@@ -233,17 +271,31 @@ impl FileDecoder {
                     duration_ns,
                     thread: t.clone(),
                     reason,
-                    prev_state: find(args, arg::PREV_STATE).and_then(Val::as_i64).unwrap_or(0),
+                    prev_state: find(args, arg::PREV_STATE)
+                        .and_then(Val::as_i64)
+                        .unwrap_or(0),
                     next_tid: u64_of(args, arg::NEXT_TID).unwrap_or(0) as u32,
-                    next_comm: find(args, arg::NEXT_COMM).and_then(Val::as_str).unwrap_or("").to_owned(),
+                    next_comm: find(args, arg::NEXT_COMM)
+                        .and_then(Val::as_str)
+                        .unwrap_or("")
+                        .to_owned(),
                     cpu: u64_of(args, arg::CPU).unwrap_or(0) as u32,
                 }));
             }
             Some(TrackKind::SpanLane(scope)) => {
-                out.push(ReadRecord::Annotation(annotation(*scope, open.ts, Some(end), args)));
+                out.push(ReadRecord::Annotation(annotation(
+                    *scope,
+                    open.ts,
+                    Some(end),
+                    args,
+                )));
             }
             Some(TrackKind::State(scope, key)) => {
-                let value = open.name.strip_prefix(key.as_str()).and_then(|v| v.strip_prefix('=')).unwrap_or("");
+                let value = open
+                    .name
+                    .strip_prefix(key.as_str())
+                    .and_then(|v| v.strip_prefix('='))
+                    .unwrap_or("");
                 out.push(ReadRecord::LabelState(LabelInterval {
                     scope_pid: *scope,
                     key: key.clone(),
@@ -259,7 +311,14 @@ impl FileDecoder {
         }
     }
 
-    fn instant(&mut self, track: u64, ts: u64, name: &str, args: &[(Arc<str>, Val)], out: &mut Vec<ReadRecord>) {
+    fn instant(
+        &mut self,
+        track: u64,
+        ts: u64,
+        name: &str,
+        args: &[(Arc<str>, Val)],
+        out: &mut Vec<ReadRecord>,
+    ) {
         match self.tracks.get(&track) {
             Some(TrackKind::Thread(t)) => {
                 let op = match name {
@@ -275,8 +334,14 @@ impl FileDecoder {
                     thread: t.clone(),
                     op,
                     other_pid: u64_of(args, arg::OTHER_PID).unwrap_or(0) as u32,
-                    clone_flags_known: matches!(find(args, arg::CLONE_FLAGS_KNOWN), Some(Val::B(true))),
-                    text: find(args, arg::TEXT).and_then(Val::as_str).unwrap_or("").to_owned(),
+                    clone_flags_known: matches!(
+                        find(args, arg::CLONE_FLAGS_KNOWN),
+                        Some(Val::B(true))
+                    ),
+                    text: find(args, arg::TEXT)
+                        .and_then(Val::as_str)
+                        .unwrap_or("")
+                        .to_owned(),
                 }));
             }
             Some(TrackKind::Labels(scope)) if name == schema::EV_ANNOTATION => {
@@ -286,7 +351,11 @@ impl FileDecoder {
                 let s = |k: &str| find(args, k).and_then(Val::as_str).unwrap_or("").to_owned();
                 let list = |k: &str| {
                     let v = s(k);
-                    if v.is_empty() { Vec::new() } else { v.split('\n').map(str::to_owned).collect() }
+                    if v.is_empty() {
+                        Vec::new()
+                    } else {
+                        v.split('\n').map(str::to_owned).collect()
+                    }
                 };
                 out.push(ReadRecord::Session(SessionRecord {
                     ts_ns: ts,
@@ -330,7 +399,11 @@ fn resolve_args(seq: &SeqState, raw: Vec<DebugAnnotation>) -> Vec<(Arc<str>, Val
     raw.into_iter()
         .map(|d| {
             let name: Arc<str> = match (d.name_iid, d.name) {
-                (Some(iid), _) => seq.debug_names.get(&iid).cloned().unwrap_or_else(|| "".into()),
+                (Some(iid), _) => seq
+                    .debug_names
+                    .get(&iid)
+                    .cloned()
+                    .unwrap_or_else(|| "".into()),
                 (None, Some(n)) => n.into(),
                 (None, None) => "".into(),
             };
@@ -352,15 +425,27 @@ fn resolve_args(seq: &SeqState, raw: Vec<DebugAnnotation>) -> Vec<(Arc<str>, Val
         .collect()
 }
 
-fn annotation(scope: Option<u32>, ts: u64, end: Option<u64>, args: &[(Arc<str>, Val)]) -> AnnotationRecord {
+fn annotation(
+    scope: Option<u32>,
+    ts: u64,
+    end: Option<u64>,
+    args: &[(Arc<str>, Val)],
+) -> AnnotationRecord {
     let labels = args
         .iter()
-        .filter_map(|(k, v)| Some((k.strip_prefix(arg::LABEL_PREFIX)?.to_owned(), v.as_str().unwrap_or("").to_owned())))
+        .filter_map(|(k, v)| {
+            Some((
+                k.strip_prefix(arg::LABEL_PREFIX)?.to_owned(),
+                v.as_str().unwrap_or("").to_owned(),
+            ))
+        })
         .collect();
     let start_time = u64_of(args, arg::SCOPE_START_TIME);
     AnnotationRecord {
         labels,
-        scope: scope.zip(start_time).map(|(pid, start_time)| Scope { pid, start_time }),
+        scope: scope
+            .zip(start_time)
+            .map(|(pid, start_time)| Scope { pid, start_time }),
         ts_ns: ts,
         end_ns: end,
         provenance_uid: u64_of(args, arg::PROVENANCE_UID).unwrap_or(0) as u32,
@@ -372,21 +457,39 @@ fn memcpy_kind(text: &str) -> MemcpyKind {
     if let Some(raw) = text.strip_prefix("unknown:") {
         return MemcpyKind::Unknown(raw.parse().unwrap_or(0));
     }
-    (0..5).map(MemcpyKind::from_raw).find(|k| memcpy_kind_text(*k) == text).unwrap_or(MemcpyKind::Unknown(0))
+    (0..5)
+        .map(MemcpyKind::from_raw)
+        .find(|k| memcpy_kind_text(*k) == text)
+        .unwrap_or(MemcpyKind::Unknown(0))
 }
 
 /// Rebuilds an op's arguments from its debug annotations (absent optional ones stay `None`).
 fn cuda_args(op: CudaOp, a: &[(Arc<str>, Val)]) -> CudaArgs {
     use CudaOp::*;
     let u = |k: &str| u64_of(a, k);
-    let dim = |k: &str| find(a, k).and_then(Val::as_str).and_then(schema::parse_dim3).unwrap_or([0; 3]);
+    let dim = |k: &str| {
+        find(a, k)
+            .and_then(Val::as_str)
+            .and_then(schema::parse_dim3)
+            .unwrap_or([0; 3])
+    };
     match op {
-        Malloc | MallocManaged | MallocAsync => {
-            CudaArgs::Alloc { size: u(arg::SIZE).unwrap_or(0), ptr: u(arg::PTR), stream: u(arg::STREAM) }
-        }
-        Free | FreeAsync => CudaArgs::Free { ptr: u(arg::PTR).unwrap_or(0), size: u(arg::SIZE), stream: u(arg::STREAM) },
-        MallocHost | HostAlloc => CudaArgs::HostAlloc { size: u(arg::SIZE).unwrap_or(0) },
-        FreeHost => CudaArgs::HostFree { ptr: u(arg::PTR).unwrap_or(0) },
+        Malloc | MallocManaged | MallocAsync => CudaArgs::Alloc {
+            size: u(arg::SIZE).unwrap_or(0),
+            ptr: u(arg::PTR),
+            stream: u(arg::STREAM),
+        },
+        Free | FreeAsync => CudaArgs::Free {
+            ptr: u(arg::PTR).unwrap_or(0),
+            size: u(arg::SIZE),
+            stream: u(arg::STREAM),
+        },
+        MallocHost | HostAlloc => CudaArgs::HostAlloc {
+            size: u(arg::SIZE).unwrap_or(0),
+        },
+        FreeHost => CudaArgs::HostFree {
+            ptr: u(arg::PTR).unwrap_or(0),
+        },
         LaunchKernel | LaunchCooperativeKernel | LaunchKernelExC => CudaArgs::Launch {
             func: u(arg::FUNC).unwrap_or(0),
             grid: dim(arg::GRID),
@@ -394,7 +497,10 @@ fn cuda_args(op: CudaOp, a: &[(Arc<str>, Val)]) -> CudaArgs {
             shared_mem: u(arg::SHARED_MEM).unwrap_or(0),
             stream: u(arg::STREAM).unwrap_or(0),
         },
-        GraphLaunch => CudaArgs::GraphLaunch { graph_exec: u(arg::GRAPH_EXEC).unwrap_or(0), stream: u(arg::STREAM).unwrap_or(0) },
+        GraphLaunch => CudaArgs::GraphLaunch {
+            graph_exec: u(arg::GRAPH_EXEC).unwrap_or(0),
+            stream: u(arg::STREAM).unwrap_or(0),
+        },
         Memcpy | MemcpyAsync | Memcpy2D | Memcpy2DAsync => CudaArgs::Memcpy {
             count: u(arg::COUNT).unwrap_or(0),
             kind: memcpy_kind(find(a, arg::KIND).and_then(Val::as_str).unwrap_or("")),
@@ -407,9 +513,13 @@ fn cuda_args(op: CudaOp, a: &[(Arc<str>, Val)]) -> CudaArgs {
             src_device: find(a, arg::SRC_DEVICE).and_then(Val::as_i64).unwrap_or(0) as i32,
             stream: u(arg::STREAM),
         },
-        Memset | MemsetAsync => CudaArgs::Memset { count: u(arg::COUNT).unwrap_or(0), stream: u(arg::STREAM) },
-        StreamSynchronize | DeviceSynchronize | EventSynchronize => {
-            CudaArgs::Sync { stream: u(arg::STREAM), event: u(arg::EVENT) }
-        }
+        Memset | MemsetAsync => CudaArgs::Memset {
+            count: u(arg::COUNT).unwrap_or(0),
+            stream: u(arg::STREAM),
+        },
+        StreamSynchronize | DeviceSynchronize | EventSynchronize => CudaArgs::Sync {
+            stream: u(arg::STREAM),
+            event: u(arg::EVENT),
+        },
     }
 }

@@ -18,7 +18,11 @@ pub struct PacketReader<R> {
 
 impl<R: BufRead> PacketReader<R> {
     pub fn new(inner: R) -> Self {
-        PacketReader { inner, offset: 0, truncated: false }
+        PacketReader {
+            inner,
+            offset: 0,
+            truncated: false,
+        }
     }
 
     /// Byte offset of the next packet.
@@ -33,7 +37,9 @@ impl<R: BufRead> PacketReader<R> {
 
     fn byte(&mut self) -> Result<Option<u8>> {
         let buf = self.inner.fill_buf().context("reading trace")?;
-        let Some(b) = buf.first().copied() else { return Ok(None) };
+        let Some(b) = buf.first().copied() else {
+            return Ok(None);
+        };
         self.inner.consume(1);
         Ok(Some(b))
     }
@@ -41,7 +47,9 @@ impl<R: BufRead> PacketReader<R> {
     fn varint(&mut self) -> Result<Option<u64>> {
         let mut v: u64 = 0;
         for shift in (0..64).step_by(7) {
-            let Some(b) = self.byte()? else { return Ok(None) };
+            let Some(b) = self.byte()? else {
+                return Ok(None);
+            };
             v |= u64::from(b & 0x7f) << shift;
             if b & 0x80 == 0 {
                 return Ok(Some(v));
@@ -54,7 +62,9 @@ impl<R: BufRead> PacketReader<R> {
     pub fn next_into(&mut self, buf: &mut Vec<u8>) -> Result<bool> {
         loop {
             let start = self.offset;
-            let Some(tag) = self.byte()? else { return Ok(false) };
+            let Some(tag) = self.byte()? else {
+                return Ok(false);
+            };
             let Some(len) = self.varint()? else {
                 self.truncated = true;
                 return Ok(false);

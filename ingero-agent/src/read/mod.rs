@@ -34,8 +34,8 @@ mod types;
 pub use decoder::FileDecoder;
 pub use framing::PacketReader;
 pub use types::{
-    CounterKind, CounterSample, CudaCallRecord, LabelInterval, LifecycleRecord, OffCpuRecord, ReadRecord, SessionRecord,
-    ThreadRef,
+    CounterKind, CounterSample, CudaCallRecord, LabelInterval, LifecycleRecord, OffCpuRecord,
+    ReadRecord, SessionRecord, ThreadRef,
 };
 
 use std::collections::VecDeque;
@@ -54,7 +54,10 @@ pub struct TimeRange {
 
 impl TimeRange {
     pub fn all() -> TimeRange {
-        TimeRange { start_ns: 0, end_ns: u64::MAX }
+        TimeRange {
+            start_ns: 0,
+            end_ns: u64::MAX,
+        }
     }
 
     pub fn new(start_ns: u64, end_ns: u64) -> TimeRange {
@@ -134,13 +137,20 @@ impl TraceReader {
                 return Ok(Some(r));
             }
             if self.current.is_none() {
-                let Some(path) = self.files.pop_front() else { return Ok(None) };
-                let file = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+                let Some(path) = self.files.pop_front() else {
+                    return Ok(None);
+                };
+                let file =
+                    File::open(&path).with_context(|| format!("opening {}", path.display()))?;
                 let reader = PacketReader::new(BufReader::with_capacity(256 * 1024, file));
                 self.current = Some((path, reader, FileDecoder::new()));
             }
-            let Some((path, reader, decoder)) = self.current.as_mut() else { continue };
-            let got = reader.next_into(&mut self.buf).with_context(|| format!("reading {}", path.display()))?;
+            let Some((path, reader, decoder)) = self.current.as_mut() else {
+                continue;
+            };
+            let got = reader
+                .next_into(&mut self.buf)
+                .with_context(|| format!("reading {}", path.display()))?;
             if !got {
                 if reader.truncated() {
                     self.truncated.push(path.clone());
@@ -153,7 +163,8 @@ impl TraceReader {
                 .packet(&self.buf, &mut self.scratch)
                 .with_context(|| format!("{} at offset {}", path.display(), reader.offset()))?;
             let range = self.range;
-            self.ready.extend(self.scratch.drain(..).filter(|r| range.admits(r)));
+            self.ready
+                .extend(self.scratch.drain(..).filter(|r| range.admits(r)));
         }
     }
 }

@@ -3,7 +3,10 @@
 use super::proto::{Clock, ClockSnapshot, clock_id};
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec that clock_gettime only writes to; the clocks
     // used here exist on every Linux this agent runs on. On failure `ts` stays zero.
     unsafe { libc::clock_gettime(clock, &mut ts) };
@@ -28,7 +31,10 @@ impl ClockOffsets {
         let real = clock_ns(libc::CLOCK_REALTIME);
         let m2 = clock_ns(libc::CLOCK_MONOTONIC);
         let mid = i128::from(m1) + (i128::from(m2) - i128::from(m1)) / 2;
-        ClockOffsets { boot_minus_mono: i128::from(boot) - mid, real_minus_mono: i128::from(real) - mid }
+        ClockOffsets {
+            boot_minus_mono: i128::from(boot) - mid,
+            real_minus_mono: i128::from(real) - mid,
+        }
     }
 
     fn at(mono: u64, offset: i128) -> u64 {
@@ -46,7 +52,11 @@ impl ClockOffsets {
                 is_incremental: Some(true),
             });
         }
-        clocks.push(Clock { clock_id: Some(clock_id::MONOTONIC), timestamp: Some(mono), is_incremental: None });
+        clocks.push(Clock {
+            clock_id: Some(clock_id::MONOTONIC),
+            timestamp: Some(mono),
+            is_incremental: None,
+        });
         clocks.push(Clock {
             clock_id: Some(clock_id::BOOTTIME),
             timestamp: Some(Self::at(mono, self.boot_minus_mono)),
@@ -84,7 +94,11 @@ pub fn fnv1a32(bytes: &[u8]) -> u32 {
 pub fn machine_id() -> u32 {
     let source = ["/etc/machine-id", "/var/lib/dbus/machine-id"]
         .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok().filter(|s| !s.trim().is_empty()))
+        .find_map(|p| {
+            std::fs::read_to_string(p)
+                .ok()
+                .filter(|s| !s.trim().is_empty())
+        })
         .unwrap_or_else(host_name);
     machine_id_from(source.trim())
 }
@@ -103,7 +117,9 @@ pub fn kernel_release() -> String {
 }
 
 fn read_trimmed(path: &str) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(|s| s.trim().to_owned())
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_owned())
 }
 
 #[cfg(test)]

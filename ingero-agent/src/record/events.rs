@@ -8,18 +8,32 @@ use super::interner::{Arg, Cat, Name, StrKey};
 use super::proto::{DebugAnnotation, TrackEvent};
 use super::recorder::Recorder;
 use super::tracks::{Hint, TrackKey};
-use crate::decode::{CudaArgs, CudaCall, Event, MemcpyKind, OffCpu, ProcessEvent, ProcessOp, cuda_error_name};
+use crate::decode::{
+    CudaArgs, CudaCall, Event, MemcpyKind, OffCpu, ProcessEvent, ProcessOp, cuda_error_name,
+};
 
 fn uint(arg: Arg, v: u64) -> DebugAnnotation {
-    DebugAnnotation { name_iid: Some(arg.iid()), uint_value: Some(v), ..Default::default() }
+    DebugAnnotation {
+        name_iid: Some(arg.iid()),
+        uint_value: Some(v),
+        ..Default::default()
+    }
 }
 
 fn int(arg: Arg, v: i64) -> DebugAnnotation {
-    DebugAnnotation { name_iid: Some(arg.iid()), int_value: Some(v), ..Default::default() }
+    DebugAnnotation {
+        name_iid: Some(arg.iid()),
+        int_value: Some(v),
+        ..Default::default()
+    }
 }
 
 fn pointer(arg: Arg, v: u64) -> DebugAnnotation {
-    DebugAnnotation { name_iid: Some(arg.iid()), pointer_value: Some(v), ..Default::default() }
+    DebugAnnotation {
+        name_iid: Some(arg.iid()),
+        pointer_value: Some(v),
+        ..Default::default()
+    }
 }
 
 /// `MemcpyKind` as written: its label, or `unknown:<raw>`.
@@ -35,8 +49,16 @@ impl Recorder {
     fn string_arg(&mut self, late: bool, arg: Arg, key: StrKey<'_>) -> DebugAnnotation {
         let seq = if late { &mut self.late } else { &mut self.main };
         match seq.interner.string(key.clone()) {
-            Some(iid) => DebugAnnotation { name_iid: Some(arg.iid()), string_value_iid: Some(iid), ..Default::default() },
-            None => DebugAnnotation { name_iid: Some(arg.iid()), string_value: Some(key.render()), ..Default::default() },
+            Some(iid) => DebugAnnotation {
+                name_iid: Some(arg.iid()),
+                string_value_iid: Some(iid),
+                ..Default::default()
+            },
+            None => DebugAnnotation {
+                name_iid: Some(arg.iid()),
+                string_value: Some(key.render()),
+                ..Default::default()
+            },
         }
     }
 
@@ -50,7 +72,13 @@ impl Recorder {
 
     fn write_cuda(&mut self, c: &CudaCall, late: bool) -> Result<()> {
         let comm = c.task.comm.as_str();
-        let track = self.track(&TrackKey::Thread(c.task.tid), Hint { pid: c.task.pid, comm: &comm })?;
+        let track = self.track(
+            &TrackKey::Thread(c.task.tid),
+            Hint {
+                pid: c.task.pid,
+                comm: &comm,
+            },
+        )?;
         let mut args = std::mem::take(&mut self.args);
         self.cuda_args(late, &c.args, &mut args);
         let mut category_iids = Vec::new();
@@ -69,7 +97,13 @@ impl Recorder {
             debug_annotations: args,
             ..Default::default()
         };
-        self.slice(late, track, c.ts_ns, c.ts_ns.saturating_add(c.duration_ns), te)?;
+        self.slice(
+            late,
+            track,
+            c.ts_ns,
+            c.ts_ns.saturating_add(c.duration_ns),
+            te,
+        )?;
         self.track_device_memory(c, late)
     }
 
@@ -80,14 +114,22 @@ impl Recorder {
             }
         };
         match a {
-            CudaArgs::Alloc { size, ptr, stream: s } => {
+            CudaArgs::Alloc {
+                size,
+                ptr,
+                stream: s,
+            } => {
                 out.push(uint(Arg::Size, *size));
                 if let Some(p) = ptr {
                     out.push(pointer(Arg::Ptr, *p));
                 }
                 stream(self, out, *s);
             }
-            CudaArgs::Free { ptr, size, stream: s } => {
+            CudaArgs::Free {
+                ptr,
+                size,
+                stream: s,
+            } => {
                 out.push(pointer(Arg::Ptr, *ptr));
                 if let Some(size) = size {
                     out.push(uint(Arg::Size, *size));
@@ -96,7 +138,13 @@ impl Recorder {
             }
             CudaArgs::HostAlloc { size } => out.push(uint(Arg::Size, *size)),
             CudaArgs::HostFree { ptr } => out.push(pointer(Arg::Ptr, *ptr)),
-            CudaArgs::Launch { func, grid, block, shared_mem, stream: s } => {
+            CudaArgs::Launch {
+                func,
+                grid,
+                block,
+                shared_mem,
+                stream: s,
+            } => {
                 out.push(self.string_arg(late, Arg::Func, StrKey::Ptr(*func)));
                 out.push(self.string_arg(late, Arg::Grid, StrKey::Dim(*grid)));
                 out.push(self.string_arg(late, Arg::Block, StrKey::Dim(*block)));
@@ -105,11 +153,19 @@ impl Recorder {
                 }
                 stream(self, out, Some(*s));
             }
-            CudaArgs::GraphLaunch { graph_exec, stream: s } => {
+            CudaArgs::GraphLaunch {
+                graph_exec,
+                stream: s,
+            } => {
                 out.push(self.string_arg(late, Arg::GraphExec, StrKey::Ptr(*graph_exec)));
                 stream(self, out, Some(*s));
             }
-            CudaArgs::Memcpy { count, kind, stream: s, width_height } => {
+            CudaArgs::Memcpy {
+                count,
+                kind,
+                stream: s,
+                width_height,
+            } => {
                 out.push(uint(Arg::Count, *count));
                 let k = memcpy_kind_text(*kind);
                 out.push(self.string_arg(late, Arg::Kind, StrKey::Text(&k)));
@@ -119,7 +175,12 @@ impl Recorder {
                 }
                 stream(self, out, *s);
             }
-            CudaArgs::MemcpyPeer { count, dst_device, src_device, stream: s } => {
+            CudaArgs::MemcpyPeer {
+                count,
+                dst_device,
+                src_device,
+                stream: s,
+            } => {
                 out.push(uint(Arg::Count, *count));
                 out.push(int(Arg::DstDevice, i64::from(*dst_device)));
                 out.push(int(Arg::SrcDevice, i64::from(*src_device)));
@@ -144,7 +205,9 @@ impl Recorder {
         }
         let delta = match c.args {
             CudaArgs::Alloc { size, .. } => i64::try_from(size).unwrap_or(i64::MAX),
-            CudaArgs::Free { size: Some(size), .. } => -i64::try_from(size).unwrap_or(i64::MAX),
+            CudaArgs::Free {
+                size: Some(size), ..
+            } => -i64::try_from(size).unwrap_or(i64::MAX),
             _ => return Ok(()),
         };
         let total = {
@@ -153,13 +216,25 @@ impl Recorder {
             *t
         };
         let comm = c.task.comm.as_str();
-        let track = self.track(&TrackKey::DeviceMemory(c.task.pid), Hint { pid: c.task.pid, comm: &comm })?;
+        let track = self.track(
+            &TrackKey::DeviceMemory(c.task.pid),
+            Hint {
+                pid: c.task.pid,
+                comm: &comm,
+            },
+        )?;
         self.counter(late, track, c.ts_ns, total)
     }
 
     fn write_off_cpu(&mut self, o: &OffCpu, late: bool) -> Result<()> {
         let comm = o.task.comm.as_str();
-        let track = self.track(&TrackKey::OffCpu(o.task.tid), Hint { pid: o.task.pid, comm: &comm })?;
+        let track = self.track(
+            &TrackKey::OffCpu(o.task.tid),
+            Hint {
+                pid: o.task.pid,
+                comm: &comm,
+            },
+        )?;
         let mut args = std::mem::take(&mut self.args);
         args.push(uint(Arg::NextTid, u64::from(o.next_tid)));
         let next = o.next_comm.as_str();
@@ -173,12 +248,21 @@ impl Recorder {
             debug_annotations: args,
             ..Default::default()
         };
-        self.slice(late, track, o.ts_ns, o.ts_ns.saturating_add(o.duration_ns), te)
+        self.slice(
+            late,
+            track,
+            o.ts_ns,
+            o.ts_ns.saturating_add(o.duration_ns),
+            te,
+        )
     }
 
     fn write_process(&mut self, p: &ProcessEvent, late: bool) -> Result<()> {
         let comm = p.task.comm.as_str();
-        let hint = Hint { pid: p.task.pid, comm: &comm };
+        let hint = Hint {
+            pid: p.task.pid,
+            comm: &comm,
+        };
         if p.op == ProcessOp::Exec {
             // New image, new name: describe the process and thread again before the instant.
             self.tracks.refresh_process(p.task.pid, &comm);
@@ -192,7 +276,11 @@ impl Recorder {
             ..Default::default()
         });
         if !p.text.is_empty() {
-            args.push(DebugAnnotation { name_iid: Some(Arg::Text.iid()), string_value: Some(p.text.clone()), ..Default::default() });
+            args.push(DebugAnnotation {
+                name_iid: Some(Arg::Text.iid()),
+                string_value: Some(p.text.clone()),
+                ..Default::default()
+            });
         }
         let seq = if late { &self.late } else { &self.main };
         let te = TrackEvent {

@@ -31,14 +31,21 @@ pub fn give(path: &Path, owner: Option<Owner>) -> Result<()> {
 /// The invoking user: under sudo `SUDO_USER` (home from /etc/passwd, ids from `SUDO_UID` /
 /// `SUDO_GID`), else the current user's `HOME` with no ownership change.
 pub fn invoking_user_home() -> Result<(PathBuf, Option<Owner>)> {
-    let sudo_user = std::env::var("SUDO_USER").ok().filter(|u| !u.is_empty() && u != "root");
+    let sudo_user = std::env::var("SUDO_USER")
+        .ok()
+        .filter(|u| !u.is_empty() && u != "root");
     let ids = (
-        std::env::var("SUDO_UID").ok().and_then(|v| v.parse::<u32>().ok()),
-        std::env::var("SUDO_GID").ok().and_then(|v| v.parse::<u32>().ok()),
+        std::env::var("SUDO_UID")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok()),
+        std::env::var("SUDO_GID")
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok()),
     );
     if let (Some(user), (Some(uid), Some(gid))) = (sudo_user, ids) {
         let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-        let home = passwd_home(&passwd, &user).unwrap_or_else(|| PathBuf::from("/home").join(&user));
+        let home =
+            passwd_home(&passwd, &user).unwrap_or_else(|| PathBuf::from("/home").join(&user));
         return Ok((home, Some(Owner { uid, gid })));
     }
     let home = std::env::var_os("HOME").context("HOME is not set; pass a directory or -o")?;
@@ -73,7 +80,9 @@ pub fn create_dir_owned(dir: &Path, owner: Option<Owner>) -> Result<()> {
 
 /// `ingero-20260314T092653.589Z.pftrace`: UTC, sortable, no colons.
 pub fn file_name_for(start: SystemTime) -> String {
-    let stamp = humantime::format_rfc3339_millis(start).to_string().replace(['-', ':'], "");
+    let stamp = humantime::format_rfc3339_millis(start)
+        .to_string()
+        .replace(['-', ':'], "");
     format!("{FILE_PREFIX}{stamp}.{FILE_EXT}")
 }
 
@@ -94,7 +103,10 @@ impl Naming {
                 if n == 0 {
                     return base.clone();
                 }
-                let stem = base.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                let stem = base
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
                 let name = match base.extension() {
                     Some(ext) => format!("{stem}.{n}.{}", ext.to_string_lossy()),
                     None => format!("{stem}.{n}"),
@@ -128,7 +140,11 @@ impl TraceFile {
     pub fn create(path: &Path, owner: Option<Owner>) -> Result<TraceFile> {
         let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
         give(path, owner)?;
-        Ok(TraceFile { path: path.to_path_buf(), writer: BufWriter::with_capacity(256 * 1024, file), bytes: 0 })
+        Ok(TraceFile {
+            path: path.to_path_buf(),
+            writer: BufWriter::with_capacity(256 * 1024, file),
+            bytes: 0,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -141,27 +157,38 @@ impl TraceFile {
 
     /// Appends already framed bytes.
     pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
-        self.writer.write_all(bytes).with_context(|| format!("writing {}", self.path.display()))?;
+        self.writer
+            .write_all(bytes)
+            .with_context(|| format!("writing {}", self.path.display()))?;
         self.bytes += bytes.len() as u64;
         Ok(())
     }
 
     /// Hands buffered bytes to the kernel: after this a SIGKILL loses nothing already written.
     pub fn flush(&mut self) -> Result<()> {
-        self.writer.flush().with_context(|| format!("flushing {}", self.path.display()))
+        self.writer
+            .flush()
+            .with_context(|| format!("flushing {}", self.path.display()))
     }
 
     /// Flushes and syncs the file to disk.
     pub fn close(mut self) -> Result<PathBuf> {
         self.flush()?;
-        self.writer.get_ref().sync_all().with_context(|| format!("syncing {}", self.path.display()))?;
+        self.writer
+            .get_ref()
+            .sync_all()
+            .with_context(|| format!("syncing {}", self.path.display()))?;
         Ok(self.path)
     }
 }
 
 /// Deletes the oldest of `candidates` (by name: names sort by start time) while their total
 /// size exceeds `max_total`, never `keep`. Returns what was deleted.
-pub fn enforce_retention(candidates: &[PathBuf], keep: &Path, max_total: u64) -> Result<Vec<PathBuf>> {
+pub fn enforce_retention(
+    candidates: &[PathBuf],
+    keep: &Path,
+    max_total: u64,
+) -> Result<Vec<PathBuf>> {
     let mut files: Vec<(PathBuf, u64)> = candidates
         .iter()
         .filter_map(|p| std::fs::metadata(p).ok().map(|m| (p.clone(), m.len())))
@@ -225,7 +252,10 @@ mod tests {
 
     #[test]
     fn fixed_naming_numbers_rotations() {
-        let mut n = Naming::Fixed { base: PathBuf::from("/tmp/run.pftrace"), next: 0 };
+        let mut n = Naming::Fixed {
+            base: PathBuf::from("/tmp/run.pftrace"),
+            next: 0,
+        };
         assert_eq!(n.next_path(), PathBuf::from("/tmp/run.pftrace"));
         assert_eq!(n.next_path(), PathBuf::from("/tmp/run.1.pftrace"));
         assert_eq!(n.next_path(), PathBuf::from("/tmp/run.2.pftrace"));
@@ -233,7 +263,8 @@ mod tests {
 
     #[test]
     fn passwd_lookup() {
-        let p = "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000:Alice,,,:/home/alice:/bin/zsh\n";
+        let p =
+            "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000:Alice,,,:/home/alice:/bin/zsh\n";
         assert_eq!(passwd_home(p, "alice"), Some(PathBuf::from("/home/alice")));
         assert_eq!(passwd_home(p, "bob"), None);
     }
@@ -241,7 +272,11 @@ mod tests {
     #[test]
     fn retention_deletes_oldest_but_never_the_current_file() {
         let d = tmp("retention");
-        let names = ["ingero-20240101T000000.000Z.pftrace", "ingero-20240102T000000.000Z.pftrace", "ingero-20240103T000000.000Z.pftrace"];
+        let names = [
+            "ingero-20240101T000000.000Z.pftrace",
+            "ingero-20240102T000000.000Z.pftrace",
+            "ingero-20240103T000000.000Z.pftrace",
+        ];
         for n in names {
             std::fs::write(d.join(n), vec![0u8; 100]).expect("write");
         }
@@ -253,7 +288,11 @@ mod tests {
         assert!(d.join(names[2]).exists() && d.join("other.txt").exists());
         // Only the current file is left and it is over the limit on its own: it stays.
         let files = trace_files_in(&d).expect("list");
-        assert!(enforce_retention(&files, &d.join(names[2]), 10).expect("retention").is_empty());
+        assert!(
+            enforce_retention(&files, &d.join(names[2]), 10)
+                .expect("retention")
+                .is_empty()
+        );
         let _ = std::fs::remove_dir_all(&d);
     }
 }

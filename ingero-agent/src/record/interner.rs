@@ -34,7 +34,8 @@ impl Hasher for FastHasher {
     }
     fn write(&mut self, bytes: &[u8]) {
         for b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+            self.0 =
+                (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
         }
     }
     fn write_u64(&mut self, v: u64) {
@@ -179,12 +180,20 @@ pub enum Name {
     Annotation,
 }
 
-const LIFECYCLE: [ProcessOp; 5] =
-    [ProcessOp::Exec, ProcessOp::Exit, ProcessOp::ThreadExit, ProcessOp::Fork, ProcessOp::ThreadStart];
+const LIFECYCLE: [ProcessOp; 5] = [
+    ProcessOp::Exec,
+    ProcessOp::Exit,
+    ProcessOp::ThreadExit,
+    ProcessOp::Fork,
+    ProcessOp::ThreadStart,
+];
 const OFF_CPU: [OffCpuReason; 2] = [OffCpuReason::Preempted, OffCpuReason::Blocked];
 
 fn fixed_names() -> Vec<(Name, &'static str)> {
-    let mut v: Vec<(Name, &'static str)> = CudaOp::ALL.iter().map(|op| (Name::Op(*op), op.name())).collect();
+    let mut v: Vec<(Name, &'static str)> = CudaOp::ALL
+        .iter()
+        .map(|op| (Name::Op(*op), op.name()))
+        .collect();
     v.extend(OFF_CPU.iter().map(|r| (Name::OffCpu(*r), r.name())));
     v.extend(LIFECYCLE.iter().map(|p| (Name::Lifecycle(*p), p.name())));
     v.push((Name::Session, schema::EV_SESSION));
@@ -274,16 +283,29 @@ impl Interner {
         self.next_str = 1;
         let mut fixed = InternedData::default();
         for (name, text) in &self.fixed_names {
-            let iid = self.name_iids.iter().find(|(n, _)| n == name).map_or(0, |(_, i)| *i);
-            fixed.event_names.push(EventName { iid: Some(iid), name: Some((*text).to_owned()) });
+            let iid = self
+                .name_iids
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(0, |(_, i)| *i);
+            fixed.event_names.push(EventName {
+                iid: Some(iid),
+                name: Some((*text).to_owned()),
+            });
         }
         fixed.event_categories = CATS
             .iter()
-            .map(|(c, n)| EventCategory { iid: Some(c.iid()), name: Some((*n).to_owned()) })
+            .map(|(c, n)| EventCategory {
+                iid: Some(c.iid()),
+                name: Some((*n).to_owned()),
+            })
             .collect();
         fixed.debug_annotation_names = ARGS
             .iter()
-            .map(|(a, n)| DebugAnnotationName { iid: Some(a.iid()), name: Some((*n).to_owned()) })
+            .map(|(a, n)| DebugAnnotationName {
+                iid: Some(a.iid()),
+                name: Some((*n).to_owned()),
+            })
             .collect();
         self.pending = fixed;
     }
@@ -291,7 +313,11 @@ impl Interner {
     pub fn name(&self, name: Name) -> u64 {
         match name {
             Name::Op(op) => self.op_iid.get(op as usize).copied().unwrap_or(0),
-            other => self.name_iids.iter().find(|(n, _)| *n == other).map_or(0, |(_, i)| *i),
+            other => self
+                .name_iids
+                .iter()
+                .find(|(n, _)| *n == other)
+                .map_or(0, |(_, i)| *i),
         }
     }
 
@@ -306,7 +332,12 @@ impl Interner {
         let iid = self.next_debug_name;
         self.next_debug_name += 1;
         self.dyn_debug_names.insert(key.to_owned(), iid);
-        self.pending.debug_annotation_names.push(DebugAnnotationName { iid: Some(iid), name: Some(key.to_owned()) });
+        self.pending
+            .debug_annotation_names
+            .push(DebugAnnotationName {
+                iid: Some(iid),
+                name: Some(key.to_owned()),
+            });
         Some(iid)
     }
 
@@ -327,7 +358,10 @@ impl Interner {
         self.next_str += 1;
         self.pending
             .debug_annotation_string_values
-            .push(InternedString { iid: Some(iid), str: Some(key.render().into_bytes()) });
+            .push(InternedString {
+                iid: Some(iid),
+                str: Some(key.render().into_bytes()),
+            });
         match key {
             StrKey::Ptr(p) => self.ptrs.insert(p, iid),
             StrKey::Dim(d) => self.dims.insert(d, iid),
@@ -355,8 +389,18 @@ mod tests {
         let mut i = Interner::new();
         let first = i.take_pending().expect("fixed vocabulary");
         let malloc = i.name(Name::Op(CudaOp::Malloc));
-        assert!(first.event_names.iter().any(|n| n.iid == Some(malloc) && n.name.as_deref() == Some("cudaMalloc")));
-        assert!(first.debug_annotation_names.iter().any(|n| n.iid == Some(Arg::Size.iid()) && n.name.as_deref() == Some("size")));
+        assert!(
+            first
+                .event_names
+                .iter()
+                .any(|n| n.iid == Some(malloc) && n.name.as_deref() == Some("cudaMalloc"))
+        );
+        assert!(
+            first
+                .debug_annotation_names
+                .iter()
+                .any(|n| n.iid == Some(Arg::Size.iid()) && n.name.as_deref() == Some("size"))
+        );
         assert!(i.take_pending().is_none(), "nothing new");
         i.clear();
         assert!(i.take_pending().is_some(), "re-declared after a reset");
@@ -372,11 +416,18 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         let p = i.take_pending().expect("new values");
-        let strs: Vec<_> = p.debug_annotation_string_values.iter().map(|s| s.str.clone().unwrap_or_default()).collect();
+        let strs: Vec<_> = p
+            .debug_annotation_string_values
+            .iter()
+            .map(|s| s.str.clone().unwrap_or_default())
+            .collect();
         assert_eq!(strs, vec![b"0x7f00".to_vec(), b"1x2x3".to_vec()]);
         let k1 = i.debug_name("labels.step");
         assert_eq!(k1, i.debug_name("labels.step"));
-        assert!(k1 > Some(ARGS.len() as u64), "dynamic keys do not collide with fixed ones");
+        assert!(
+            k1 > Some(ARGS.len() as u64),
+            "dynamic keys do not collide with fixed ones"
+        );
     }
 
     #[test]

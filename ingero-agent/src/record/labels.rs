@@ -56,9 +56,17 @@ impl LabelState {
 }
 
 fn provenance(uid: u32, pid: Option<u32>, out: &mut Vec<DebugAnnotation>) {
-    out.push(DebugAnnotation { name_iid: Some(Arg::ProvenanceUid.iid()), uint_value: Some(u64::from(uid)), ..Default::default() });
+    out.push(DebugAnnotation {
+        name_iid: Some(Arg::ProvenanceUid.iid()),
+        uint_value: Some(u64::from(uid)),
+        ..Default::default()
+    });
     if let Some(pid) = pid {
-        out.push(DebugAnnotation { name_iid: Some(Arg::ProvenancePid.iid()), uint_value: Some(u64::from(pid)), ..Default::default() });
+        out.push(DebugAnnotation {
+            name_iid: Some(Arg::ProvenancePid.iid()),
+            uint_value: Some(u64::from(pid)),
+            ..Default::default()
+        });
     }
 }
 
@@ -72,23 +80,40 @@ impl Recorder {
                 Some(iid) => (Some(iid), None),
                 None => (None, Some(key)),
             };
-            args.push(DebugAnnotation { name_iid, name, string_value: Some(v.clone()), ..Default::default() });
+            args.push(DebugAnnotation {
+                name_iid,
+                name,
+                string_value: Some(v.clone()),
+                ..Default::default()
+            });
         }
         provenance(a.provenance_uid, a.provenance_pid, &mut args);
         if let Some(s) = a.scope {
-            args.push(DebugAnnotation { name_iid: Some(Arg::ScopeStartTime.iid()), uint_value: Some(s.start_time), ..Default::default() });
+            args.push(DebugAnnotation {
+                name_iid: Some(Arg::ScopeStartTime.iid()),
+                uint_value: Some(s.start_time),
+                ..Default::default()
+            });
         }
         args
     }
 
     pub(super) fn write_annotation(&mut self, a: &AnnotationRecord, late: bool) -> Result<()> {
         let scope = a.scope.map(|s| s.pid);
-        let hint = Hint { pid: scope.unwrap_or(0), comm: "" };
+        let hint = Hint {
+            pid: scope.unwrap_or(0),
+            comm: "",
+        };
         let args = self.label_args(late, a);
         if let Some(end) = a.end_ns {
             let lane = self.labels.lane(scope, a.ts_ns, end);
             let track = self.track(&TrackKey::SpanLane(scope, lane), hint)?;
-            let name = a.labels.iter().map(|(k, v)| schema::state_name(k, v)).collect::<Vec<_>>().join(", ");
+            let name = a
+                .labels
+                .iter()
+                .map(|(k, v)| schema::state_name(k, v))
+                .collect::<Vec<_>>()
+                .join(", ");
             let te = TrackEvent {
                 name: Some(name),
                 category_iids: vec![Cat::Annotation.iid()],
@@ -114,7 +139,16 @@ impl Recorder {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn set_state(&mut self, scope: Option<u32>, key: &str, value: &str, ts: u64, uid: u32, pid: Option<u32>, continued: bool) -> Result<()> {
+    fn set_state(
+        &mut self,
+        scope: Option<u32>,
+        key: &str,
+        value: &str,
+        ts: u64,
+        uid: u32,
+        pid: Option<u32>,
+        continued: bool,
+    ) -> Result<()> {
         let map_key = (scope, key.to_owned());
         if let Some(open) = self.labels.states.get(&map_key) {
             if open.value == value {
@@ -127,12 +161,19 @@ impl Recorder {
         if value.is_empty() {
             return Ok(());
         }
-        let hint = Hint { pid: scope.unwrap_or(0), comm: "" };
+        let hint = Hint {
+            pid: scope.unwrap_or(0),
+            comm: "",
+        };
         let track = self.track(&TrackKey::State(scope, key.to_owned()), hint)?;
         let mut args = Vec::with_capacity(3);
         provenance(uid, pid, &mut args);
         if continued {
-            args.push(DebugAnnotation { name_iid: Some(Arg::Continued.iid()), bool_value: Some(true), ..Default::default() });
+            args.push(DebugAnnotation {
+                name_iid: Some(Arg::Continued.iid()),
+                bool_value: Some(true),
+                ..Default::default()
+            });
         }
         let te = TrackEvent {
             name: Some(schema::state_name(key, value)),
@@ -141,13 +182,27 @@ impl Recorder {
             ..Default::default()
         };
         self.begin_open(track, ts, te)?;
-        self.labels.states.insert(map_key, OpenState { value: value.to_owned(), track, uid, pid });
+        self.labels.states.insert(
+            map_key,
+            OpenState {
+                value: value.to_owned(),
+                track,
+                uid,
+                pid,
+            },
+        );
         Ok(())
     }
 
     /// The process exited: its label states end at `ts` and its lanes are forgotten.
     pub(super) fn end_scope(&mut self, pid: u32, ts: u64) -> Result<()> {
-        let keys: Vec<_> = self.labels.states.keys().filter(|(s, _)| *s == Some(pid)).cloned().collect();
+        let keys: Vec<_> = self
+            .labels
+            .states
+            .keys()
+            .filter(|(s, _)| *s == Some(pid))
+            .cloned()
+            .collect();
         for k in keys {
             if let Some(open) = self.labels.states.remove(&k) {
                 self.end_open(open.track, ts)?;

@@ -50,10 +50,12 @@ mod tracks;
 
 pub use clocks::{machine_id, monotonic_now_ns};
 pub use config::{
-    CLOCK_SNAPSHOT_INTERVAL_NS, DEFAULT_MAX_FILE_SIZE, DEFAULT_MAX_TOTAL_SIZE, FinalStats, RecorderConfig, SessionInfo,
+    CLOCK_SNAPSHOT_INTERVAL_NS, DEFAULT_MAX_FILE_SIZE, DEFAULT_MAX_TOTAL_SIZE, FinalStats,
+    RecorderConfig, SessionInfo,
 };
 pub use events::memcpy_kind_text;
 pub use files::{FILE_EXT, FILE_PREFIX, trace_files_in};
+pub use interner::FastMap;
 pub use recorder::{Recorder, RecorderCounters};
 
 #[cfg(test)]

@@ -94,16 +94,29 @@ impl Recorder {
     pub fn create_with(cfg: RecorderConfig, read_proc: bool) -> Result<Recorder> {
         let (naming, retention, owner) = match (&cfg.path, &cfg.dir) {
             (Some(path), _) => {
-                let owner = if cfg.chown_to_sudo_user { files::invoking_user_home()?.1 } else { None };
+                let owner = if cfg.chown_to_sudo_user {
+                    files::invoking_user_home()?.1
+                } else {
+                    None
+                };
                 if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                     files::create_dir_owned(parent, owner)?;
                 }
-                (Naming::Fixed { base: path.clone(), next: 0 }, Retention::Own, owner)
+                (
+                    Naming::Fixed {
+                        base: path.clone(),
+                        next: 0,
+                    },
+                    Retention::Own,
+                    owner,
+                )
             }
             (None, dir) => {
                 let (home, owner) = files::invoking_user_home()?;
                 let owner = if cfg.chown_to_sudo_user { owner } else { None };
-                let dir = dir.clone().unwrap_or_else(|| home.join(".ingero").join("traces"));
+                let dir = dir
+                    .clone()
+                    .unwrap_or_else(|| home.join(".ingero").join("traces"));
                 files::create_dir_owned(&dir, owner)?;
                 (Naming::Dir(dir.clone()), Retention::Dir(dir), owner)
             }
@@ -162,7 +175,11 @@ impl Recorder {
             TimelineRecord::Event(e) => self.write_event(e, late)?,
             TimelineRecord::Annotation(a) => self.write_annotation(a, late)?,
         }
-        if self.file.as_ref().is_some_and(|f| f.bytes() >= self.cfg.max_file_size) {
+        if self
+            .file
+            .as_ref()
+            .is_some_and(|f| f.bytes() >= self.cfg.max_file_size)
+        {
             self.rotate()?;
         }
         Ok(())
@@ -259,9 +276,16 @@ impl Recorder {
         if self.main.started() {
             return Ok(());
         }
-        let base = if self.counters.files > 1 || self.main.last_ts() > 0 { self.main.last_ts() } else { base_ts };
+        let base = if self.counters.files > 1 || self.main.last_ts() > 0 {
+            self.main.last_ts()
+        } else {
+            base_ts
+        };
         self.offsets = ClockOffsets::measure();
-        let mut pkt = TracePacket { clock_snapshot: Some(self.offsets.snapshot(base, true)), ..Default::default() };
+        let mut pkt = TracePacket {
+            clock_snapshot: Some(self.offsets.snapshot(base, true)),
+            ..Default::default()
+        };
         self.main.stamp_first(&mut pkt, base);
         pkt.machine_id = self.machine_id_field();
         self.last_snapshot_ts = base;
@@ -287,13 +311,19 @@ impl Recorder {
         self.scratch.clear();
         // `Trace.packet` (field 1, length-delimited): a file is a concatenation of these.
         self.scratch.push(0x0A);
-        pkt.encode_length_delimited(&mut self.scratch).context("encoding a packet")?;
+        pkt.encode_length_delimited(&mut self.scratch)
+            .context("encoding a packet")?;
         let file = self.file.as_mut().context("no open trace file")?;
         file.write_all(&self.scratch)
     }
 
     /// Stamps and writes a packet on the main (`late == false`) or late sequence.
-    pub(super) fn emit(&mut self, late: bool, ts: Option<u64>, mut pkt: TracePacket) -> Result<TracePacket> {
+    pub(super) fn emit(
+        &mut self,
+        late: bool,
+        ts: Option<u64>,
+        mut pkt: TracePacket,
+    ) -> Result<TracePacket> {
         if late {
             self.start_late()?;
             self.late.stamp(&mut pkt, ts);
@@ -307,7 +337,10 @@ impl Recorder {
 
     /// Writes a track event and takes its debug-annotation vector back for reuse.
     pub(super) fn emit_event(&mut self, late: bool, ts: u64, te: TrackEvent) -> Result<()> {
-        let pkt = TracePacket { track_event: Some(te), ..Default::default() };
+        let pkt = TracePacket {
+            track_event: Some(te),
+            ..Default::default()
+        };
         let mut pkt = self.emit(late, Some(ts), pkt)?;
         if let Some(te) = pkt.track_event.take() {
             if te.debug_annotations.capacity() > self.args.capacity() {
@@ -324,7 +357,10 @@ impl Recorder {
         if !self.descs.is_empty() {
             let descs = std::mem::take(&mut self.descs);
             for d in &descs {
-                let pkt = TracePacket { track_descriptor: Some(d.clone()), ..Default::default() };
+                let pkt = TracePacket {
+                    track_descriptor: Some(d.clone()),
+                    ..Default::default()
+                };
                 self.emit(false, None, pkt)?;
             }
             self.descs = descs;
@@ -350,7 +386,10 @@ impl Recorder {
             // a reader resets its delta base on snapshots.
             let at = self.main.last_ts();
             self.offsets = ClockOffsets::measure();
-            let pkt = TracePacket { clock_snapshot: Some(self.offsets.snapshot(at, true)), ..Default::default() };
+            let pkt = TracePacket {
+                clock_snapshot: Some(self.offsets.snapshot(at, true)),
+                ..Default::default()
+            };
             self.emit(false, None, pkt)?;
             self.last_snapshot_ts = ts;
         }
@@ -365,7 +404,12 @@ impl Recorder {
             Some((cur, n)) if cur == sec => self.eps = Some((cur, n + 1)),
             Some((cur, n)) => {
                 let track = self.track(&TrackKey::EventsPerSecond, Hint { pid: 0, comm: "" })?;
-                self.counter(false, track, (cur + 1) * SEC, i64::try_from(n).unwrap_or(i64::MAX))?;
+                self.counter(
+                    false,
+                    track,
+                    (cur + 1) * SEC,
+                    i64::try_from(n).unwrap_or(i64::MAX),
+                )?;
                 if sec > cur + 1 {
                     // An idle gap: the rate drops to zero rather than ramping across it.
                     self.counter(false, track, (cur + 2) * SEC, 0)?;
@@ -382,7 +426,14 @@ impl Recorder {
     /// is shortened if needed to stay inside the enclosing open slice of the track (counted,
     /// original duration kept in `clamped_from_ns`). On the late sequence both ends are
     /// written at once.
-    pub(super) fn slice(&mut self, late: bool, track: u64, ts: u64, end: u64, mut te: TrackEvent) -> Result<()> {
+    pub(super) fn slice(
+        &mut self,
+        late: bool,
+        track: u64,
+        ts: u64,
+        end: u64,
+        mut te: TrackEvent,
+    ) -> Result<()> {
         let mut end = end.max(ts);
         te.r#type = Some(event_type::SLICE_BEGIN);
         te.track_uuid = Some(track);
@@ -404,16 +455,18 @@ impl Recorder {
         }
         stack.push(end);
         self.pending_seq += 1;
-        self.pending.push(PendingEnd { key: Reverse((end, Reverse(self.pending_seq))), track });
+        self.pending.push(PendingEnd {
+            key: Reverse((end, Reverse(self.pending_seq))),
+            track,
+        });
         self.emit_event(false, ts, te)
     }
 
     fn end_slice_now(&mut self, track: u64, end: u64) -> Result<()> {
+        // Empty stacks are kept (until the next file) so the next slice on the track does
+        // not allocate.
         if let Some(stack) = self.open.get_mut(&track) {
             stack.pop();
-            if stack.is_empty() {
-                self.open.remove(&track);
-            }
         }
         self.emit_event(false, end, end_event(track))
     }
@@ -429,7 +482,13 @@ impl Recorder {
         self.emit_event(false, ts, end_event(track))
     }
 
-    pub(super) fn instant(&mut self, late: bool, track: u64, ts: u64, mut te: TrackEvent) -> Result<()> {
+    pub(super) fn instant(
+        &mut self,
+        late: bool,
+        track: u64,
+        ts: u64,
+        mut te: TrackEvent,
+    ) -> Result<()> {
         te.r#type = Some(event_type::INSTANT);
         te.track_uuid = Some(track);
         self.emit_event(late, ts, te)
@@ -460,14 +519,22 @@ impl Recorder {
         ];
         let mut args: Vec<DebugAnnotation> = strings
             .into_iter()
-            .map(|(k, v)| DebugAnnotation { name_iid: Some(k.iid()), string_value: Some(v), ..Default::default() })
+            .map(|(k, v)| DebugAnnotation {
+                name_iid: Some(k.iid()),
+                string_value: Some(v),
+                ..Default::default()
+            })
             .collect();
         for (k, v) in [
             (Arg::MachineId, u64::from(self.machine_id)),
             (Arg::FileIndex, self.counters.files.saturating_sub(1)),
             (Arg::StartedRealtimeNs, self.started_realtime_ns),
         ] {
-            args.push(DebugAnnotation { name_iid: Some(k.iid()), uint_value: Some(v), ..Default::default() });
+            args.push(DebugAnnotation {
+                name_iid: Some(k.iid()),
+                uint_value: Some(v),
+                ..Default::default()
+            });
         }
         let te = TrackEvent {
             name_iid: Some(self.main.interner.name(Name::Session)),
@@ -498,7 +565,11 @@ impl Recorder {
         ];
         for (p, list) in groups {
             for (k, v) in list {
-                args.push(DebugAnnotation { name: Some(format!("{p}{k}")), uint_value: Some(*v), ..Default::default() });
+                args.push(DebugAnnotation {
+                    name: Some(format!("{p}{k}")),
+                    uint_value: Some(*v),
+                    ..Default::default()
+                });
             }
         }
         for (k, v) in own {
@@ -519,5 +590,9 @@ impl Recorder {
 }
 
 fn end_event(track: u64) -> TrackEvent {
-    TrackEvent { r#type: Some(event_type::SLICE_END), track_uuid: Some(track), ..Default::default() }
+    TrackEvent {
+        r#type: Some(event_type::SLICE_END),
+        track_uuid: Some(track),
+        ..Default::default()
+    }
 }

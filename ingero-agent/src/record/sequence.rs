@@ -29,7 +29,13 @@ pub struct Sequence {
 
 impl Sequence {
     pub fn new(id: u32, incremental: bool) -> Sequence {
-        Sequence { id, incremental, last_ts: 0, started: false, interner: Interner::new() }
+        Sequence {
+            id,
+            incremental,
+            last_ts: 0,
+            started: false,
+            interner: Interner::new(),
+        }
     }
 
     pub fn id(&self) -> u32 {
@@ -114,7 +120,10 @@ mod tests {
         assert!(first.interned_data.is_some());
         let mut p = TracePacket::default();
         s.stamp(&mut p, Some(1_500));
-        assert_eq!((p.timestamp, p.sequence_flags, p.interned_data.is_none()), (Some(500), Some(2), true));
+        assert_eq!(
+            (p.timestamp, p.sequence_flags, p.interned_data.is_none()),
+            (Some(500), Some(2), true)
+        );
         let mut q = TracePacket::default();
         s.stamp(&mut q, Some(1_500));
         assert_eq!(q.timestamp, Some(0));
@@ -126,7 +135,10 @@ mod tests {
         let mut s = Sequence::new(LATE_SEQUENCE, false);
         let mut first = TracePacket::default();
         s.stamp_first(&mut first, 0);
-        let def = first.trace_packet_defaults.as_ref().and_then(|d| d.timestamp_clock_id);
+        let def = first
+            .trace_packet_defaults
+            .as_ref()
+            .and_then(|d| d.timestamp_clock_id);
         assert_eq!(def, Some(clock_id::MONOTONIC));
         let mut p = TracePacket::default();
         s.stamp(&mut p, Some(42));

@@ -15,7 +15,9 @@ use anyhow::Result;
 use ingero_ebpf::{CudaOp, OffCpuReason};
 
 use super::{FinalStats, Recorder, RecorderConfig, SessionInfo};
-use crate::decode::{Comm, CudaArgs, CudaCall, Event, MemcpyKind, OffCpu, ProcessEvent, ProcessOp, Task};
+use crate::decode::{
+    Comm, CudaArgs, CudaCall, Event, MemcpyKind, OffCpu, ProcessEvent, ProcessOp, Task,
+};
 use crate::timeline::record::{AnnotationRecord, Scope, TimelineRecord};
 
 /// Pid of the scenario's process: above the kernel's pid_max, so never a real process.
@@ -26,21 +28,59 @@ const MS: u64 = 1_000_000;
 const US: u64 = 1_000;
 
 pub fn task(pid: u32, tid: u32, comm: &str) -> Task {
-    Task { pid, tid, comm: Comm::from_str_lossy(comm), cgroup_id: 0, cpu: tid % 4 }
+    Task {
+        pid,
+        tid,
+        comm: Comm::from_str_lossy(comm),
+        cgroup_id: 0,
+        cpu: tid % 4,
+    }
 }
 
-pub fn cuda(t: Task, ts_ns: u64, duration_ns: u64, op: CudaOp, ret: i32, args: CudaArgs) -> TimelineRecord {
-    TimelineRecord::Event(Event::Cuda(CudaCall { ts_ns, duration_ns, task: t, op, ret, args }))
+pub fn cuda(
+    t: Task,
+    ts_ns: u64,
+    duration_ns: u64,
+    op: CudaOp,
+    ret: i32,
+    args: CudaArgs,
+) -> TimelineRecord {
+    TimelineRecord::Event(Event::Cuda(CudaCall {
+        ts_ns,
+        duration_ns,
+        task: t,
+        op,
+        ret,
+        args,
+    }))
 }
 
 fn lifecycle(t: Task, ts_ns: u64, op: ProcessOp, other_pid: u32, text: &str) -> TimelineRecord {
-    TimelineRecord::Event(Event::Process(ProcessEvent { ts_ns, task: t, op, other_pid, clone_flags_known: true, text: text.into() }))
+    TimelineRecord::Event(Event::Process(ProcessEvent {
+        ts_ns,
+        task: t,
+        op,
+        other_pid,
+        clone_flags_known: true,
+        text: text.into(),
+    }))
 }
 
-fn annotation(ts_ns: u64, end_ns: Option<u64>, scope: Option<u32>, labels: &[(&str, &str)]) -> TimelineRecord {
+fn annotation(
+    ts_ns: u64,
+    end_ns: Option<u64>,
+    scope: Option<u32>,
+    labels: &[(&str, &str)],
+) -> TimelineRecord {
     TimelineRecord::Annotation(AnnotationRecord {
-        labels: labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
-        scope: scope.map(|pid| Scope { pid, start_time: 4242 }),
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        scope: scope.map(|pid| Scope {
+            pid,
+            start_time: 4242,
+        }),
         ts_ns,
         end_ns,
         provenance_uid: 1000,
@@ -49,7 +89,13 @@ fn annotation(ts_ns: u64, end_ns: Option<u64>, scope: Option<u32>, labels: &[(&s
 }
 
 fn launch_args(grid: u32, stream: u64) -> CudaArgs {
-    CudaArgs::Launch { func: 0x5555_0000_1000 + u64::from(grid), grid: [grid, 1, 1], block: [256, 1, 1], shared_mem: 0, stream }
+    CudaArgs::Launch {
+        func: 0x5555_0000_1000 + u64::from(grid),
+        grid: [grid, 1, 1],
+        block: [256, 1, 1],
+        shared_mem: 0,
+        stream,
+    }
 }
 
 /// The fixed scenario, in timestamp order.
@@ -63,9 +109,38 @@ pub fn scenario() -> Vec<TimelineRecord> {
         lifecycle(main, t(1), ProcessOp::ThreadStart, p + 1, "pt_worker"),
         annotation(t(2), None, Some(p), &[("step", "41")]),
         annotation(t(2) + 1, None, None, &[("phase", "train")]),
-        cuda(main, t(3), 50 * US, CudaOp::Malloc, 35, CudaArgs::Alloc { size: 1_048_576, ptr: None, stream: None }),
-        cuda(main, t(4), 20 * US, CudaOp::Malloc, 0, CudaArgs::Alloc { size: 4096, ptr: Some(0x7f00_0000_0000), stream: None }),
-        cuda(worker, t(5), 5 * US, CudaOp::LaunchKernel, 0, launch_args(1024, 0x5600_0000_0010)),
+        cuda(
+            main,
+            t(3),
+            50 * US,
+            CudaOp::Malloc,
+            35,
+            CudaArgs::Alloc {
+                size: 1_048_576,
+                ptr: None,
+                stream: None,
+            },
+        ),
+        cuda(
+            main,
+            t(4),
+            20 * US,
+            CudaOp::Malloc,
+            0,
+            CudaArgs::Alloc {
+                size: 4096,
+                ptr: Some(0x7f00_0000_0000),
+                stream: None,
+            },
+        ),
+        cuda(
+            worker,
+            t(5),
+            5 * US,
+            CudaOp::LaunchKernel,
+            0,
+            launch_args(1024, 0x5600_0000_0010),
+        ),
         annotation(t(6), Some(t(16)), Some(p), &[("request_id", "req-a")]),
         TimelineRecord::Event(Event::OffCpu(OffCpu {
             ts_ns: t(7),
@@ -76,7 +151,12 @@ pub fn scenario() -> Vec<TimelineRecord> {
             next_tid: 77,
             next_comm: Comm::from_str_lossy("kworker/0:1"),
         })),
-        annotation(t(8), Some(t(12)), Some(p), &[("request_id", "req-b"), ("user", "u7")]),
+        annotation(
+            t(8),
+            Some(t(12)),
+            Some(p),
+            &[("request_id", "req-b"), ("user", "u7")],
+        ),
         annotation(t(10), None, Some(p), &[("step", "42")]),
         cuda(
             worker,
@@ -84,7 +164,12 @@ pub fn scenario() -> Vec<TimelineRecord> {
             300 * US,
             CudaOp::MemcpyAsync,
             0,
-            CudaArgs::Memcpy { count: 1 << 20, kind: MemcpyKind::HostToDevice, stream: Some(0x5600_0000_0010), width_height: None },
+            CudaArgs::Memcpy {
+                count: 1 << 20,
+                kind: MemcpyKind::HostToDevice,
+                stream: Some(0x5600_0000_0010),
+                width_height: None,
+            },
         ),
         TimelineRecord::Event(Event::OffCpu(OffCpu {
             ts_ns: t(12),
@@ -95,9 +180,30 @@ pub fn scenario() -> Vec<TimelineRecord> {
             next_tid: 0,
             next_comm: Comm::from_str_lossy("swapper/1"),
         })),
-        cuda(main, t(13), 10 * US, CudaOp::Free, 0, CudaArgs::Free { ptr: 0x7f00_0000_0000, size: Some(4096), stream: None }),
+        cuda(
+            main,
+            t(13),
+            10 * US,
+            CudaOp::Free,
+            0,
+            CudaArgs::Free {
+                ptr: 0x7f00_0000_0000,
+                size: Some(4096),
+                stream: None,
+            },
+        ),
         annotation(t(14), None, Some(p), &[("step", "43")]),
-        cuda(main, t(15), 2 * MS, CudaOp::DeviceSynchronize, 0, CudaArgs::Sync { stream: None, event: None }),
+        cuda(
+            main,
+            t(15),
+            2 * MS,
+            CudaOp::DeviceSynchronize,
+            0,
+            CudaArgs::Sync {
+                stream: None,
+                event: None,
+            },
+        ),
         lifecycle(worker, t(20), ProcessOp::ThreadExit, 0, ""),
         lifecycle(main, t(25), ProcessOp::Exit, 0, ""),
     ]
@@ -118,13 +224,35 @@ pub fn launches(n: u64, start_ns: u64) -> impl Iterator<Item = TimelineRecord> {
         let t = threads[(i % 2) as usize];
         let stream = 0x5600_0000_0010 + (i % 2) * 0x100;
         if i % 1000 == 999 {
-            cuda(t, ts, 20 * US, CudaOp::StreamSynchronize, 0, CudaArgs::Sync { stream: Some(stream), event: None })
+            cuda(
+                t,
+                ts,
+                20 * US,
+                CudaOp::StreamSynchronize,
+                0,
+                CudaArgs::Sync {
+                    stream: Some(stream),
+                    event: None,
+                },
+            )
         } else if i % 50 == 49 {
-            let args = CudaArgs::Memcpy { count: 4096, kind: MemcpyKind::DeviceToHost, stream: Some(stream), width_height: None };
+            let args = CudaArgs::Memcpy {
+                count: 4096,
+                kind: MemcpyKind::DeviceToHost,
+                stream: Some(stream),
+                width_height: None,
+            };
             cuda(t, ts, 3 * US, CudaOp::MemcpyAsync, 0, args)
         } else {
             let grid = [128, 256, 1024, 4096][(rng % 4) as usize];
-            cuda(t, ts, 1_200 + rng % 500, CudaOp::LaunchKernel, 0, launch_args(grid, stream))
+            cuda(
+                t,
+                ts,
+                1_200 + rng % 500,
+                CudaOp::LaunchKernel,
+                0,
+                launch_args(grid, stream),
+            )
         }
     })
 }

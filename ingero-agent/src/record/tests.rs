@@ -9,8 +9,8 @@ use super::synth::{self, SCENARIO_PID as P, SCENARIO_T0 as T0};
 use super::{FinalStats, Recorder, RecorderConfig, SessionInfo};
 use crate::decode::{CudaArgs, Event};
 use crate::read::{
-    CounterKind, CudaCallRecord, FileDecoder, LabelInterval, LifecycleRecord, OffCpuRecord, PacketReader, ReadRecord,
-    ThreadRef, TimeRange, TraceReader,
+    CounterKind, CudaCallRecord, FileDecoder, LabelInterval, LifecycleRecord, OffCpuRecord,
+    PacketReader, ReadRecord, ThreadRef, TimeRange, TraceReader,
 };
 use crate::timeline::record::TimelineRecord;
 
@@ -41,7 +41,10 @@ fn config(path: Option<PathBuf>, dir: Option<PathBuf>) -> RecorderConfig {
     }
 }
 
-fn write_all(cfg: RecorderConfig, records: &[TimelineRecord]) -> (Vec<PathBuf>, super::RecorderCounters) {
+fn write_all(
+    cfg: RecorderConfig,
+    records: &[TimelineRecord],
+) -> (Vec<PathBuf>, super::RecorderCounters) {
     let mut rec = Recorder::create_with(cfg, false).expect("create");
     for r in records {
         rec.write(r).expect("write");
@@ -58,11 +61,17 @@ fn write_all(cfg: RecorderConfig, records: &[TimelineRecord]) -> (Vec<PathBuf>, 
 }
 
 fn read_all(files: Vec<PathBuf>) -> Vec<ReadRecord> {
-    TraceReader::from_files(files, TimeRange::all()).collect::<anyhow::Result<Vec<_>>>().expect("read")
+    TraceReader::from_files(files, TimeRange::all())
+        .collect::<anyhow::Result<Vec<_>>>()
+        .expect("read")
 }
 
 fn thread(tid: u32, name: &str) -> ThreadRef {
-    ThreadRef { pid: P, tid, name: name.into() }
+    ThreadRef {
+        pid: P,
+        tid,
+        name: name.into(),
+    }
 }
 
 fn name_of(tid: u32) -> &'static str {
@@ -115,49 +124,125 @@ fn round_trip_of_every_record_kind() {
             TimelineRecord::Annotation(a) => want_ann.push(a.clone()),
         }
     }
-    let mut got_cuda: Vec<_> = out.iter().filter_map(|r| if let ReadRecord::Cuda(c) = r { Some(c.clone()) } else { None }).collect();
+    let mut got_cuda: Vec<_> = out
+        .iter()
+        .filter_map(|r| {
+            if let ReadRecord::Cuda(c) = r {
+                Some(c.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
     got_cuda.sort_by_key(|c| c.ts_ns);
     assert_eq!(got_cuda, want_cuda);
-    let mut got_off: Vec<_> = out.iter().filter_map(|r| if let ReadRecord::OffCpu(o) = r { Some(o.clone()) } else { None }).collect();
+    let mut got_off: Vec<_> = out
+        .iter()
+        .filter_map(|r| {
+            if let ReadRecord::OffCpu(o) = r {
+                Some(o.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
     got_off.sort_by_key(|o| o.ts_ns);
     assert_eq!(got_off, want_off);
-    let got_life: Vec<_> = out.iter().filter_map(|r| if let ReadRecord::Lifecycle(l) = r { Some(l.clone()) } else { None }).collect();
+    let got_life: Vec<_> = out
+        .iter()
+        .filter_map(|r| {
+            if let ReadRecord::Lifecycle(l) = r {
+                Some(l.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
     assert_eq!(got_life, want_life);
-    let mut got_ann: Vec<_> = out.iter().filter_map(|r| if let ReadRecord::Annotation(a) = r { Some(a.clone()) } else { None }).collect();
+    let mut got_ann: Vec<_> = out
+        .iter()
+        .filter_map(|r| {
+            if let ReadRecord::Annotation(a) = r {
+                Some(a.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
     got_ann.sort_by_key(|a| a.ts_ns);
     assert_eq!(got_ann, want_ann);
 
     // Label state: step 41 → 42 → 43 until the process exits; phase until the end.
-    let states: Vec<LabelInterval> =
-        out.iter().filter_map(|r| if let ReadRecord::LabelState(s) = r { Some(s.clone()) } else { None }).collect();
-    let step: Vec<_> = states.iter().filter(|s| s.key == "step").map(|s| (s.value.as_str(), s.start_ns, s.end_ns)).collect();
-    assert_eq!(step, vec![("41", T0 + 2 * MS, T0 + 10 * MS), ("42", T0 + 10 * MS, T0 + 14 * MS), ("43", T0 + 14 * MS, T0 + 25 * MS)]);
-    assert!(states.iter().all(|s| s.provenance_uid == 1000 && s.provenance_pid == Some(P) && !s.continued));
+    let states: Vec<LabelInterval> = out
+        .iter()
+        .filter_map(|r| {
+            if let ReadRecord::LabelState(s) = r {
+                Some(s.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
+    let step: Vec<_> = states
+        .iter()
+        .filter(|s| s.key == "step")
+        .map(|s| (s.value.as_str(), s.start_ns, s.end_ns))
+        .collect();
+    assert_eq!(
+        step,
+        vec![
+            ("41", T0 + 2 * MS, T0 + 10 * MS),
+            ("42", T0 + 10 * MS, T0 + 14 * MS),
+            ("43", T0 + 14 * MS, T0 + 25 * MS)
+        ]
+    );
+    assert!(
+        states
+            .iter()
+            .all(|s| s.provenance_uid == 1000 && s.provenance_pid == Some(P) && !s.continued)
+    );
     let phase: Vec<_> = states.iter().filter(|s| s.key == "phase").collect();
     assert_eq!(phase.len(), 1);
-    assert_eq!((phase[0].scope_pid, phase[0].start_ns), (None, T0 + 2 * MS + 1));
-    assert!(phase[0].end_ns >= T0 + 26 * MS, "open until the end of the recording");
+    assert_eq!(
+        (phase[0].scope_pid, phase[0].start_ns),
+        (None, T0 + 2 * MS + 1)
+    );
+    assert!(
+        phase[0].end_ns >= T0 + 26 * MS,
+        "open until the end of the recording"
+    );
 
     // Counters: device memory follows the successful malloc and its free; drops.
     let mem: Vec<_> = out
         .iter()
         .filter_map(|r| match r {
-            ReadRecord::Counter(c) if c.kind == (CounterKind::DeviceMemory { pid: P }) => Some((c.ts_ns, c.value)),
+            ReadRecord::Counter(c) if c.kind == (CounterKind::DeviceMemory { pid: P }) => {
+                Some((c.ts_ns, c.value))
+            }
             _ => None,
         })
         .collect();
     assert_eq!(mem, vec![(T0 + 4 * MS, 4096), (T0 + 13 * MS, 0)]);
-    assert!(out.iter().any(|r| matches!(r, ReadRecord::Counter(c) if c.kind == CounterKind::Drops && c.value == 3)));
+    assert!(out.iter().any(
+        |r| matches!(r, ReadRecord::Counter(c) if c.kind == CounterKind::Drops && c.value == 3)
+    ));
 
     // Session first, statistics last.
-    let ReadRecord::Session(s) = &out[0] else { panic!("first record is {:?}", out[0]) };
+    let ReadRecord::Session(s) = &out[0] else {
+        panic!("first record is {:?}", out[0])
+    };
     assert_eq!(s.info, config(None, None).session);
     assert_eq!((s.machine_id, s.file_index), (77, 0));
-    let Some(ReadRecord::Statistics(st)) = out.last() else { panic!("last record is {:?}", out.last()) };
+    let Some(ReadRecord::Statistics(st)) = out.last() else {
+        panic!("last record is {:?}", out.last())
+    };
     assert_eq!(st.events, vec![("cuda".to_owned(), 7)]);
     assert_eq!(st.drops, vec![("ring_full".to_owned(), 3)]);
     assert_eq!(st.rejected, vec![("bad_json".to_owned(), 1)]);
-    assert!(st.recorder.contains(&("records".to_owned(), input.len() as u64)));
+    assert!(
+        st.recorder
+            .contains(&("records".to_owned(), input.len() as u64))
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -166,7 +251,20 @@ fn late_records_are_kept_and_overlaps_are_clamped() {
     let dir = tmp_dir("late");
     let t = synth::task(P, P, "python3");
     let launch = |ts: u64, dur: u64| {
-        synth::cuda(t, ts, dur, CudaOp::LaunchKernel, 0, CudaArgs::Launch { func: 1, grid: [1, 1, 1], block: [32, 1, 1], shared_mem: 0, stream: 0 })
+        synth::cuda(
+            t,
+            ts,
+            dur,
+            CudaOp::LaunchKernel,
+            0,
+            CudaArgs::Launch {
+                func: 1,
+                grid: [1, 1, 1],
+                block: [32, 1, 1],
+                shared_mem: 0,
+                stream: 0,
+            },
+        )
     };
     let records = vec![
         launch(T0 + 10 * MS, MS),
@@ -180,7 +278,13 @@ fn late_records_are_kept_and_overlaps_are_clamped() {
     assert_eq!((counters.late, counters.clamped), (1, 1));
     let mut cuda: Vec<_> = read_all(files)
         .into_iter()
-        .filter_map(|r| if let ReadRecord::Cuda(c) = r { Some((c.ts_ns, c.duration_ns, c.clamped_from_ns)) } else { None })
+        .filter_map(|r| {
+            if let ReadRecord::Cuda(c) = r {
+                Some((c.ts_ns, c.duration_ns, c.clamped_from_ns))
+            } else {
+                None
+            }
+        })
         .collect();
     cuda.sort();
     assert_eq!(
@@ -209,25 +313,44 @@ fn rotation_makes_self_contained_files_and_retention_keeps_the_newest() {
     // Each file decodes on its own: starts with the session packet, names resolve.
     for (i, f) in files.iter().enumerate() {
         let recs = read_all(vec![f.clone()]);
-        let ReadRecord::Session(s) = &recs[0] else { panic!("{} starts with {:?}", f.display(), recs[0]) };
+        let ReadRecord::Session(s) = &recs[0] else {
+            panic!("{} starts with {:?}", f.display(), recs[0])
+        };
         assert_eq!(s.file_index, i as u64);
     }
     let all = read_all(crate::read::recording_files(&dir).expect("list"));
-    let calls = all.iter().filter(|r| matches!(r, ReadRecord::Cuda(_))).count() as u64;
+    let calls = all
+        .iter()
+        .filter(|r| matches!(r, ReadRecord::Cuda(_)))
+        .count() as u64;
     assert_eq!(calls, n + 6, "every call, once, across files");
     // The step label was open across the first rotation? Either way no interval is lost.
-    assert!(all.iter().any(|r| matches!(r, ReadRecord::LabelState(s) if s.key == "step" && s.value == "43")));
+    assert!(
+        all.iter()
+            .any(|r| matches!(r, ReadRecord::LabelState(s) if s.key == "step" && s.value == "43"))
+    );
 
     // A second session in the same directory with a total cap deletes the oldest files.
-    let total: u64 = files.iter().map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)).sum();
+    let total: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .sum();
     let mut cfg = config(None, Some(dir.clone()));
     cfg.max_file_size = 16 * 1024;
     cfg.max_total_size = total / 2;
     let (files2, _) = write_all(cfg, &records[..20]);
     assert!(!files[0].exists(), "the oldest file is gone");
     assert!(files2.iter().all(|f| f.exists()));
-    let left: u64 = super::trace_files_in(&dir).expect("list").iter().map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)).sum();
-    assert!(left <= total / 2 + 16 * 1024 + 4096, "{left} > {}", total / 2);
+    let left: u64 = super::trace_files_in(&dir)
+        .expect("list")
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    assert!(
+        left <= total / 2 + 16 * 1024 + 4096,
+        "{left} > {}",
+        total / 2
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -252,7 +375,10 @@ fn read_bytes(path: &Path) -> Vec<u8> {
 #[test]
 fn truncation_at_every_byte_of_the_last_packets() {
     let dir = tmp_dir("truncate");
-    let (files, _) = write_all(config(Some(dir.join("t.pftrace")), None), &synth::scenario());
+    let (files, _) = write_all(
+        config(Some(dir.join("t.pftrace")), None),
+        &synth::scenario(),
+    );
     let bytes = read_bytes(&files[0]);
     let per_packet = records_per_packet(&bytes);
     assert_eq!(per_packet.last().map(|p| p.0), Some(bytes.len() as u64));
@@ -261,11 +387,21 @@ fn truncation_at_every_byte_of_the_last_packets() {
     for cut in from..bytes.len() {
         std::fs::write(&cut_path, &bytes[..cut]).expect("write cut");
         let mut reader = TraceReader::from_files(vec![cut_path.clone()], TimeRange::all());
-        let got: Vec<ReadRecord> = reader.by_ref().collect::<anyhow::Result<_>>().unwrap_or_else(|e| panic!("cut at {cut}: {e:#}"));
-        let complete = per_packet.iter().filter(|(end, _)| *end as usize <= cut).last().map_or(0, |p| p.1);
+        let got: Vec<ReadRecord> = reader
+            .by_ref()
+            .collect::<anyhow::Result<_>>()
+            .unwrap_or_else(|e| panic!("cut at {cut}: {e:#}"));
+        let complete = per_packet
+            .iter()
+            .rfind(|(end, _)| *end as usize <= cut)
+            .map_or(0, |p| p.1);
         assert_eq!(got.len(), complete, "cut at {cut}");
         let at_boundary = per_packet.iter().any(|(end, _)| *end as usize == cut);
-        assert_eq!(reader.truncated_files().is_empty(), at_boundary, "cut at {cut}");
+        assert_eq!(
+            reader.truncated_files().is_empty(),
+            at_boundary,
+            "cut at {cut}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -273,14 +409,39 @@ fn truncation_at_every_byte_of_the_last_packets() {
 #[test]
 fn time_range_filters_by_overlap() {
     let dir = tmp_dir("range");
-    let (files, _) = write_all(config(Some(dir.join("r.pftrace")), None), &synth::scenario());
+    let (files, _) = write_all(
+        config(Some(dir.join("r.pftrace")), None),
+        &synth::scenario(),
+    );
     let range = TimeRange::new(T0 + 10 * MS, T0 + 12 * MS);
-    let got: Vec<ReadRecord> = TraceReader::from_files(files, range).collect::<anyhow::Result<_>>().expect("read");
-    let cuda: Vec<u64> = got.iter().filter_map(|r| if let ReadRecord::Cuda(c) = r { Some(c.ts_ns) } else { None }).collect();
-    assert_eq!(cuda, vec![T0 + 11 * MS], "only the memcpy overlaps [10ms, 12ms]");
-    assert!(got.iter().any(|r| matches!(r, ReadRecord::Annotation(a) if a.end_ns == Some(T0 + 16 * MS))), "span req-a overlaps");
+    let got: Vec<ReadRecord> = TraceReader::from_files(files, range)
+        .collect::<anyhow::Result<_>>()
+        .expect("read");
+    let cuda: Vec<u64> = got
+        .iter()
+        .filter_map(|r| {
+            if let ReadRecord::Cuda(c) = r {
+                Some(c.ts_ns)
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(
+        cuda,
+        vec![T0 + 11 * MS],
+        "only the memcpy overlaps [10ms, 12ms]"
+    );
+    assert!(
+        got.iter()
+            .any(|r| matches!(r, ReadRecord::Annotation(a) if a.end_ns == Some(T0 + 16 * MS))),
+        "span req-a overlaps"
+    );
     assert!(got.iter().any(|r| matches!(r, ReadRecord::Session(_))));
-    assert!(!got.iter().any(|r| matches!(r, ReadRecord::Lifecycle(_))), "lifecycle instants are outside");
+    assert!(
+        !got.iter().any(|r| matches!(r, ReadRecord::Lifecycle(_))),
+        "lifecycle instants are outside"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -17,11 +17,10 @@
 //!     off-CPU                  off-CPU intervals
 //! ```
 
-use std::collections::HashMap;
-
+use super::interner::FastMap;
 use super::proto::{
-    CHILD_ORDERING_CHRONOLOGICAL, CounterDescriptor, ProcessDescriptor, ThreadDescriptor, TrackDescriptor,
-    counter_unit,
+    CHILD_ORDERING_CHRONOLOGICAL, CounterDescriptor, ProcessDescriptor, ThreadDescriptor,
+    TrackDescriptor, counter_unit,
 };
 use super::schema;
 
@@ -59,7 +58,7 @@ struct TrackInfo {
 }
 
 pub struct Tracks {
-    map: HashMap<TrackKey, TrackInfo>,
+    map: FastMap<TrackKey, TrackInfo>,
     next_uuid: u64,
     /// Bumped per file: a track is emitted once per generation.
     generation: u64,
@@ -69,7 +68,12 @@ pub struct Tracks {
 
 impl Tracks {
     pub fn new(read_proc: bool) -> Tracks {
-        Tracks { map: HashMap::new(), next_uuid: 1, generation: 1, read_proc }
+        Tracks {
+            map: FastMap::default(),
+            next_uuid: 1,
+            generation: 1,
+            read_proc,
+        }
     }
 
     /// A new file: every track must be described again before use.
@@ -79,7 +83,12 @@ impl Tracks {
 
     /// The uuid of `key`, pushing onto `out` the descriptors (parents first) that this file
     /// still needs.
-    pub fn ensure(&mut self, key: &TrackKey, hint: Hint<'_>, out: &mut Vec<TrackDescriptor>) -> u64 {
+    pub fn ensure(
+        &mut self,
+        key: &TrackKey,
+        hint: Hint<'_>,
+        out: &mut Vec<TrackDescriptor>,
+    ) -> u64 {
         if let Some(info) = self.map.get(key) {
             if info.emitted_gen == self.generation {
                 return info.uuid;
@@ -94,7 +103,12 @@ impl Tracks {
                 let uuid = self.next_uuid;
                 self.next_uuid += 1;
                 let (desc, pid) = describe(key, uuid, parent_uuid, hint, self.read_proc);
-                v.insert(TrackInfo { uuid, desc, pid, emitted_gen: 0 })
+                v.insert(TrackInfo {
+                    uuid,
+                    desc,
+                    pid,
+                    emitted_gen: 0,
+                })
             }
         };
         info.emitted_gen = generation;
@@ -112,12 +126,20 @@ impl Tracks {
             TrackKey::Ingero | TrackKey::Process(_) | TrackKey::Labels(None) => None,
             TrackKey::EventsPerSecond | TrackKey::Drops => Some(TrackKey::Ingero),
             TrackKey::Thread(tid) => {
-                let pid = self.map.get(key).and_then(|i| i.pid).unwrap_or(if hint.pid == 0 { *tid } else { hint.pid });
+                let pid = self
+                    .map
+                    .get(key)
+                    .and_then(|i| i.pid)
+                    .unwrap_or(if hint.pid == 0 { *tid } else { hint.pid });
                 Some(TrackKey::Process(pid))
             }
             TrackKey::OffCpu(tid) => Some(TrackKey::Thread(*tid)),
-            TrackKey::Labels(Some(pid)) | TrackKey::DeviceMemory(pid) => Some(TrackKey::Process(*pid)),
-            TrackKey::State(scope, _) | TrackKey::SpanLane(scope, _) => Some(TrackKey::Labels(*scope)),
+            TrackKey::Labels(Some(pid)) | TrackKey::DeviceMemory(pid) => {
+                Some(TrackKey::Process(*pid))
+            }
+            TrackKey::State(scope, _) | TrackKey::SpanLane(scope, _) => {
+                Some(TrackKey::Labels(*scope))
+            }
         }
     }
 
@@ -161,18 +183,43 @@ impl Tracks {
 }
 
 fn named(uuid: u64, parent: Option<u64>, name: &str) -> TrackDescriptor {
-    TrackDescriptor { uuid: Some(uuid), parent_uuid: parent, name: Some(name.to_owned()), ..Default::default() }
+    TrackDescriptor {
+        uuid: Some(uuid),
+        parent_uuid: parent,
+        name: Some(name.to_owned()),
+        ..Default::default()
+    }
 }
 
 fn counter(uuid: u64, parent: Option<u64>, name: &str, unit: i32) -> TrackDescriptor {
-    TrackDescriptor { counter: Some(CounterDescriptor { unit: Some(unit) }), ..named(uuid, parent, name) }
+    TrackDescriptor {
+        counter: Some(CounterDescriptor { unit: Some(unit) }),
+        ..named(uuid, parent, name)
+    }
 }
 
-fn describe(key: &TrackKey, uuid: u64, parent: Option<u64>, hint: Hint<'_>, read_proc: bool) -> (TrackDescriptor, Option<u32>) {
+fn describe(
+    key: &TrackKey,
+    uuid: u64,
+    parent: Option<u64>,
+    hint: Hint<'_>,
+    read_proc: bool,
+) -> (TrackDescriptor, Option<u32>) {
     match key {
         TrackKey::Ingero => (named(uuid, parent, schema::TRACK_INGERO), None),
-        TrackKey::EventsPerSecond => (counter(uuid, parent, schema::TRACK_EVENTS_PER_SECOND, counter_unit::COUNT), None),
-        TrackKey::Drops => (counter(uuid, parent, schema::TRACK_DROPS, counter_unit::COUNT), None),
+        TrackKey::EventsPerSecond => (
+            counter(
+                uuid,
+                parent,
+                schema::TRACK_EVENTS_PER_SECOND,
+                counter_unit::COUNT,
+            ),
+            None,
+        ),
+        TrackKey::Drops => (
+            counter(uuid, parent, schema::TRACK_DROPS, counter_unit::COUNT),
+            None,
+        ),
         TrackKey::Process(pid) => (
             TrackDescriptor {
                 uuid: Some(uuid),
@@ -199,26 +246,44 @@ fn describe(key: &TrackKey, uuid: u64, parent: Option<u64>, hint: Hint<'_>, read
         }
         TrackKey::OffCpu(_) => (named(uuid, parent, schema::TRACK_OFF_CPU), Some(hint.pid)),
         TrackKey::Labels(scope) => {
-            let name = if scope.is_some() { schema::TRACK_LABELS } else { schema::TRACK_TRACE_WIDE };
+            let name = if scope.is_some() {
+                schema::TRACK_LABELS
+            } else {
+                schema::TRACK_TRACE_WIDE
+            };
             let mut d = named(uuid, parent, name);
             d.child_ordering = Some(CHILD_ORDERING_CHRONOLOGICAL);
             (d, *scope)
         }
         TrackKey::State(scope, label) => (named(uuid, parent, label), *scope),
         TrackKey::SpanLane(scope, lane) => {
-            let name = if *lane == 0 { schema::TRACK_SPANS.to_owned() } else { format!("{} #{}", schema::TRACK_SPANS, lane + 1) };
+            let name = if *lane == 0 {
+                schema::TRACK_SPANS.to_owned()
+            } else {
+                format!("{} #{}", schema::TRACK_SPANS, lane + 1)
+            };
             (named(uuid, parent, &name), *scope)
         }
-        TrackKey::DeviceMemory(pid) => {
-            (counter(uuid, parent, schema::TRACK_DEVICE_MEMORY, counter_unit::SIZE_BYTES), Some(*pid))
-        }
+        TrackKey::DeviceMemory(pid) => (
+            counter(
+                uuid,
+                parent,
+                schema::TRACK_DEVICE_MEMORY,
+                counter_unit::SIZE_BYTES,
+            ),
+            Some(*pid),
+        ),
     }
 }
 
 /// Name and command line from `/proc`, falling back to the event's task name when the process
 /// is gone (short-lived processes often are by the time their first event is written).
 fn process_descriptor(pid: u32, comm: &str, read_proc: bool) -> ProcessDescriptor {
-    let (name, cmdline) = if read_proc { read_proc_identity(pid) } else { (None, Vec::new()) };
+    let (name, cmdline) = if read_proc {
+        read_proc_identity(pid)
+    } else {
+        (None, Vec::new())
+    };
     ProcessDescriptor {
         pid: Some(pid as i32),
         cmdline,
@@ -228,7 +293,9 @@ fn process_descriptor(pid: u32, comm: &str, read_proc: bool) -> ProcessDescripto
 
 /// `/proc/<pid>/comm` and the NUL-separated `/proc/<pid>/cmdline`; missing ones are empty.
 pub fn read_proc_identity(pid: u32) -> (Option<String>, Vec<String>) {
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|s| s.trim_end().to_owned());
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim_end().to_owned());
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|raw| {
             raw.split(|b| *b == 0)
@@ -248,10 +315,23 @@ mod tests {
     fn parents_first_once_per_file() {
         let mut t = Tracks::new(false);
         let mut out = Vec::new();
-        let hint = Hint { pid: 10, comm: "python" };
+        let hint = Hint {
+            pid: 10,
+            comm: "python",
+        };
         let off = t.ensure(&TrackKey::OffCpu(11), hint, &mut out);
-        let kinds: Vec<_> = out.iter().map(|d| (d.process.is_some(), d.thread.is_some(), d.name.clone())).collect();
-        assert_eq!(kinds, vec![(true, false, None), (false, true, None), (false, false, Some("off-CPU".into()))]);
+        let kinds: Vec<_> = out
+            .iter()
+            .map(|d| (d.process.is_some(), d.thread.is_some(), d.name.clone()))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (true, false, None),
+                (false, true, None),
+                (false, false, Some("off-CPU".into()))
+            ]
+        );
         assert_eq!(out[1].parent_uuid, out[0].uuid);
         assert_eq!(out[2].parent_uuid, out[1].uuid);
         assert_eq!(out[2].uuid, Some(off));
@@ -268,12 +348,20 @@ mod tests {
     fn exit_forgets_the_process() {
         let mut t = Tracks::new(false);
         let mut out = Vec::new();
-        let hint = Hint { pid: 10, comm: "python" };
+        let hint = Hint {
+            pid: 10,
+            comm: "python",
+        };
         t.ensure(&TrackKey::Thread(11), hint, &mut out);
         t.ensure(&TrackKey::State(Some(10), "step".into()), hint, &mut out);
         t.ensure(&TrackKey::State(None, "step".into()), hint, &mut out);
         t.forget_process(10);
-        assert_eq!(t.len(), 2, "only the trace-wide tracks are left: {}", t.len());
+        assert_eq!(
+            t.len(),
+            2,
+            "only the trace-wide tracks are left: {}",
+            t.len()
+        );
     }
 
     #[test]
@@ -282,6 +370,9 @@ mod tests {
         assert!(comm.is_some_and(|c| !c.is_empty()));
         assert!(!cmdline.is_empty());
         let (comm, cmdline) = read_proc_identity(u32::MAX);
-        assert!(comm.is_none() && cmdline.is_empty(), "a vanished process is tolerated");
+        assert!(
+            comm.is_none() && cmdline.is_empty(),
+            "a vanished process is tolerated"
+        );
     }
 }

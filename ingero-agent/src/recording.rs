@@ -1,0 +1,111 @@
+//! Recording a trace session: events and annotations go through the reorder window
+//! ([`Merger`]) into the Perfetto writer ([`Recorder`]).
+//!
+//! The drain loop pushes everything it decodes; each tick releases what the window lets go and
+//! flushes the file, so memory stays bounded by the window and the file is at most a second
+//! behind. A write error stops recording (and is reported once) but never the tracing itself.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::{
+    annotate::ReceivedAnnotation,
+    decode::Event,
+    record::{FinalStats, Recorder, RecorderConfig, monotonic_now_ns},
+    timeline::{
+        merger::{Merger, MergerConfig},
+        record::{AnnotationRecord, TimelineRecord},
+    },
+};
+
+/// The recording half of a trace session.
+pub struct Recording {
+    merger: Merger,
+    recorder: Option<Recorder>,
+    /// The first write error; recording stops there.
+    pub error: Option<anyhow::Error>,
+}
+
+impl Recording {
+    pub fn start(recorder: RecorderConfig, merger: MergerConfig) -> Result<Recording> {
+        Ok(Recording {
+            merger: Merger::new(merger),
+            recorder: Some(Recorder::create(recorder)?),
+            error: None,
+        })
+    }
+
+    /// The file being written.
+    pub fn current_path(&self) -> Option<PathBuf> {
+        self.recorder
+            .as_ref()
+            .map(|r| r.current_path().to_path_buf())
+    }
+
+    pub fn push_event(&mut self, event: Event) {
+        if self.recorder.is_some() {
+            self.merger.push(TimelineRecord::Event(event));
+        }
+    }
+
+    pub fn push_annotation(&mut self, annotation: &ReceivedAnnotation) {
+        if self.recorder.is_some() {
+            self.merger
+                .push(TimelineRecord::Annotation(AnnotationRecord::from(
+                    annotation,
+                )));
+        }
+    }
+
+    fn write(&mut self, record: &TimelineRecord) {
+        let Some(recorder) = self.recorder.as_mut() else {
+            return;
+        };
+        if let Err(e) = recorder.write(record) {
+            self.fail(e);
+        }
+    }
+
+    fn fail(&mut self, error: anyhow::Error) {
+        eprintln!("ingero: recording stopped: {error:#}");
+        self.error = Some(error);
+        self.recorder = None;
+    }
+
+    /// Writes what the reorder window releases by now, then flushes the file and samples the
+    /// drop counter. Call once a second.
+    pub fn tick(&mut self, drops_total: u64) {
+        let now = monotonic_now_ns();
+        while let Some(released) = self.merger.pop_ready(now) {
+            self.write(&released.record);
+        }
+        let Some(recorder) = self.recorder.as_mut() else {
+            return;
+        };
+        let result = recorder
+            .record_drops(now, drops_total)
+            .and_then(|_| recorder.flush());
+        if let Err(e) = result {
+            self.fail(e);
+        }
+    }
+
+    /// Writes everything still in the window, then the final statistics; returns the files.
+    pub fn finish(mut self, mut stats: FinalStats) -> Result<Vec<PathBuf>> {
+        let pending: Vec<TimelineRecord> = self.merger.drain().map(|r| r.record).collect();
+        for record in &pending {
+            self.write(record);
+        }
+        let counters = self.merger.counters();
+        stats.recorder.extend([
+            ("merger_late".to_string(), counters.late),
+            ("merger_forced".to_string(), counters.forced),
+        ]);
+        match (self.recorder.take(), self.error.take()) {
+            (Some(recorder), None) => recorder.finish(&stats),
+            (_, Some(e)) => Err(e),
+            (None, None) => Ok(Vec::new()),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+"""Lets the tests import trace_checks from this folder."""
