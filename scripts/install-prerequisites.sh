@@ -34,6 +34,9 @@ if [ ${#missing_py[@]} -gt 0 ]; then
   python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "${missing_py[@]}"
 fi
 
+# The ML frameworks the integration tests run against (pinned there; skipped when present).
+bash "$(dirname "$0")/install-framework-deps.sh"
+
 if [ ! -d /sys/kernel/tracing/events ]; then
   mount -t tracefs nodev /sys/kernel/tracing || echo "prerequisites: could not mount tracefs" >&2
 fi

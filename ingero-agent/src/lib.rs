@@ -7,6 +7,7 @@
 //! The crate is a library so that benchmarks, examples and tests drive exactly the code the
 //! `ingero` binary runs. Every module is declared here (not in main.rs).
 
+pub mod analyze;
 pub mod annotate;
 pub mod cli;
 pub mod decode;

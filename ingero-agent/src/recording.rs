@@ -73,13 +73,20 @@ impl Recording {
         self.recorder = None;
     }
 
-    /// Writes what the reorder window releases by now, then flushes the file and samples the
-    /// drop counter. Call once a second.
-    pub fn tick(&mut self, drops_total: u64) {
+    /// Writes what the reorder window releases by now (called on every drain, so the window
+    /// holds little more than its own length).
+    pub fn release(&mut self) {
         let now = monotonic_now_ns();
         while let Some(released) = self.merger.pop_ready(now) {
             self.write(&released.record);
         }
+    }
+
+    /// Releases what is ready, then flushes the file and samples the drop counter. Call once a
+    /// second.
+    pub fn tick(&mut self, drops_total: u64) {
+        self.release();
+        let now = monotonic_now_ns();
         let Some(recorder) = self.recorder.as_mut() else {
             return;
         };

@@ -34,7 +34,7 @@ pub use limits::{
     MAX_CLOCK_SKEW_NS, MAX_KEY_BYTES, MAX_LABELS, MAX_LINE_BYTES, MAX_VALUE_BYTES, PID_MAX,
     PROTOCOL_VERSION,
 };
-pub use parse::{is_reply_hello, parse_line};
+pub use parse::{is_reply_hello, parse_line, parse_line_reference};
 pub use reason::{RejectReason, Rejection};
 pub use validate::{validate_label, validate_labels};
 pub use wire::WireAnnotation;

@@ -5,6 +5,12 @@
 //! the line is walked with hand-written visitors: they see every key (to
 //! refuse duplicates), accept only JSON integers where integers belong and
 //! borrow field names without allocating.
+//!
+//! Those visitors are the reference. Every line first goes through a
+//! single-pass scanner (`scan.rs`: no serde machinery, no allocation but
+//! the labels) that either yields exactly what the visitors would or hands
+//! the line to them; so every refusal, with its reason and detail, still
+//! comes from the visitors.
 
 use std::cell::Cell;
 use std::fmt;
@@ -27,6 +33,18 @@ use crate::wire::WireAnnotation;
 /// range.
 pub fn parse_line(line: &[u8], now_realtime_ns: u64) -> Result<WireAnnotation, Rejection> {
     let raw = parse_raw(line)?;
+    check(raw, now_realtime_ns)
+}
+
+/// [`parse_line`] without the fast scanner: the serde visitors alone, as
+/// the agent parsed before the scanner existed. For benchmarks and
+/// differential tests only; the verdicts are the same.
+#[doc(hidden)]
+pub fn parse_line_reference(
+    line: &[u8],
+    now_realtime_ns: u64,
+) -> Result<WireAnnotation, Rejection> {
+    let raw = parse_raw_reference(checked_text(line)?)?;
     check(raw, now_realtime_ns)
 }
 
@@ -59,7 +77,7 @@ fn trim_line_end(mut line: &[u8]) -> &[u8] {
 }
 
 /// The fields as they came off the wire, before semantic checks.
-#[derive(Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 struct Raw {
     labels_present: bool,
     labels: Vec<(String, String)>,
@@ -77,6 +95,15 @@ struct Raw {
 }
 
 fn parse_raw(line: &[u8]) -> Result<Raw, Rejection> {
+    let text = checked_text(line)?;
+    match scan::scan(text) {
+        Some(raw) => Ok(raw),
+        None => parse_raw_reference(text),
+    }
+}
+
+/// The line without its end, once its length and UTF-8 are checked.
+fn checked_text(line: &[u8]) -> Result<&str, Rejection> {
     let line = trim_line_end(line);
     if line.len() > MAX_LINE_BYTES {
         return Err(Rejection::new(
@@ -84,8 +111,12 @@ fn parse_raw(line: &[u8]) -> Result<Raw, Rejection> {
             format!("line is {} bytes, max {MAX_LINE_BYTES}", line.len()),
         ));
     }
-    let text = std::str::from_utf8(line)
-        .map_err(|e| Rejection::new(RejectReason::InvalidUtf8, format!("invalid UTF-8: {e}")))?;
+    std::str::from_utf8(line)
+        .map_err(|e| Rejection::new(RejectReason::InvalidUtf8, format!("invalid UTF-8: {e}")))
+}
+
+/// The serde visitors: the reference for every line the scanner passes on.
+fn parse_raw_reference(text: &str) -> Result<Raw, Rejection> {
     let noted = Cell::new(None);
     let mut de = serde_json::Deserializer::from_str(text);
     let result = TopSeed { noted: &noted }
@@ -469,6 +500,13 @@ impl<'de> Visitor<'de> for StringSeed<'_> {
     }
 }
 
+#[path = "scan.rs"]
+mod scan;
+
 #[cfg(test)]
 #[path = "parse_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "scan_tests.rs"]
+mod scan_tests;

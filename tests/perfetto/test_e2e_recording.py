@@ -128,7 +128,38 @@ def test_recording_of_the_real_workload_parses_and_shows_calls_and_labels():
     span_start, span_end = spans[0][4], spans[0][5]
     assert span_start <= m_start and m_end <= span_end, "the cudaMalloc happened inside the request span"
     assert spans[0][3].get("labels.model") == "tiny"
-    assert pid > 0
+
+    _query_and_explain_the_recording(out, pid)
+
+
+def _ingero_json(*args: str):
+    done = subprocess.run([BIN, *args, "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _query_and_explain_the_recording(out: Path, pid: int):
+    """Issue 5 end to end: the recording answers `query --group-by step` and `explain`."""
+    rows = _ingero_json("query", "--trace", str(out), "--group-by", "step")
+    by_step = {r["labels"]["step"]: r for r in rows}
+    assert set(by_step) == {"43"}, f"CUDA calls happened during step 43 only: {rows}"
+    row = by_step["43"]
+    for key in ("labels", "duration_ns", "cuda_calls", "api_time_ns", "sync_time_ns", "off_cpu_ns"):
+        assert key in row, key
+    assert row["cuda_calls"] == 6, "malloc, free, launch, memcpy, two syncs"
+    assert row["api_time_ns"] > 0 and row["sync_time_ns"] > 0
+    assert row["labels"].get("request_id") == "r-17", "the request in force is shown with the step"
+
+    ranking = _ingero_json("explain", "--trace", str(out), "--by-request")
+    assert isinstance(ranking["caveat"], str) and ranking["caveat"]
+    assert [r["request_id"] for r in ranking["requests"]] == ["r-17"]
+    assert ranking["requests"][0]["api_time_ns"] == row["api_time_ns"]
+
+    report = _ingero_json("explain", "--trace", str(out))
+    errors = [f for f in report["findings"] if f["kind"] == "cuda_error"]
+    assert any("cudaMalloc" in f["summary"] and "cudaErrorInsufficientDriver (35)" in f["summary"] for f in errors), report
+    for f in report["findings"]:
+        assert f["severity"] in ("HIGH", "MEDIUM", "LOW") and f["evidence"] and f["root_cause"] and f["fixes"]
 
 
 def test_sigkilled_agent_leaves_a_readable_file():

@@ -2,6 +2,8 @@
 //! docs/benchmarks.md. Each reports ratios against a baseline measured in the same run, never a
 //! pass/fail on absolute time.
 
+mod analyze;
+mod annotate;
 mod drain;
 mod probes;
 
@@ -12,6 +14,10 @@ use clap::{Args, ValueEnum};
 pub enum Suite {
     /// Probe cost against the bare-uprobe floor, drain capacity, end-to-end call rate.
     Probes,
+    /// Annotation ingest rate on one core, and the Python client's write() cost against 0.1.1.
+    Annotate,
+    /// `ingero query` and `explain` on a 10 M-event recording, beside the reader's raw scan.
+    Analyze,
 }
 
 #[derive(Args)]
@@ -30,6 +36,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             let probes = probes::run(args.seconds)?;
             println!("{}", probes.markdown());
             println!("{drain}");
+            Ok(())
+        }
+        Suite::Annotate => {
+            println!("{}", annotate::run_all()?);
+            Ok(())
+        }
+        Suite::Analyze => {
+            println!("{}", analyze::run()?);
             Ok(())
         }
     }

@@ -1,5 +1,7 @@
 //! The command line: clap definitions and one module per command.
 
+mod explain;
+mod query;
 mod trace;
 
 use std::process::ExitCode;
@@ -26,11 +28,19 @@ enum Command {
     /// Send annotations to a running agent (labels as flags, or NDJSON lines) and report
     /// which were accepted.
     Annotate(crate::annotate::cli::AnnotateArgs),
+    /// Slice a recording: latency per operation, rows per label group (--group-by), per
+    /// request (--by-request), or the raw events (--events). No root needed.
+    Query(query::QueryArgs),
+    /// Explain a recording: findings (tail latency, slow steps, leaks, contention, errors)
+    /// with evidence, root cause and fixes; or rank requests (--by-request).
+    Explain(explain::ExplainArgs),
 }
 
 pub fn run() -> Result<ExitCode> {
     match Cli::parse().command {
         Command::Trace(args) => trace::run(args),
+        Command::Query(args) => query::run(args),
+        Command::Explain(args) => explain::run(args),
         Command::Annotate(args) => {
             let code = crate::annotate::cli::run(args)?;
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))

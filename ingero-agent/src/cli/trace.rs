@@ -311,6 +311,9 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
             _ = drain_tick.tick() => {
                 drain(cuda.get_mut(), &mut pipeline);
                 drain(sched.get_mut(), &mut pipeline);
+                if let Some(recording) = pipeline.recording.as_mut() {
+                    recording.release();
+                }
             }
             _ = tick.tick() => {
                 stats_ticks += 1;

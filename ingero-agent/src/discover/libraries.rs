@@ -1,6 +1,6 @@
 //! Locating `libcudart` copies: mapped by running processes (`/proc/*/maps`) and in the usual
 //! install places (system directories, CUDA toolkits, conda, Python `site-packages` from the
-//! `nvidia-cuda-runtime` wheels). Copies are deduplicated by device and inode, because uprobes
+//! `nvidia-cuda-runtime` wheels, CUDA 12 and 13 layouts). Copies are deduplicated by device and inode, because uprobes
 //! attach to an inode: a library reached through several paths is attached once.
 
 use std::{
@@ -67,8 +67,9 @@ const INSTALL_PATTERNS: &[&str] = &[
     "/home/*/anaconda3/envs/*/lib/libcudart.so*",
 ];
 
-/// Python library roots whose `python3.*/{site,dist}-packages/nvidia/cuda_runtime/lib` may hold
-/// the PyPI wheel's copy.
+/// Python library roots whose `python3.*/{site,dist}-packages/nvidia/*/lib` may hold a PyPI
+/// wheel's copy: `nvidia/cuda_runtime/lib` (nvidia-cuda-runtime-cu12, CUDA 12 builds of PyTorch)
+/// or `nvidia/cu13/lib` (the CUDA 13 wheels).
 const PYTHON_LIB_ROOTS: &[&str] = &[
     "/usr/lib",
     "/usr/local/lib",
@@ -111,7 +112,7 @@ fn install_place_candidates() -> Vec<PathBuf> {
     for root in roots {
         for packages in ["site-packages", "dist-packages"] {
             patterns.push(format!(
-                "{root}/python3*/{packages}/nvidia/cuda_runtime/lib/libcudart.so*"
+                "{root}/python3*/{packages}/nvidia/*/lib/libcudart.so*"
             ));
         }
     }

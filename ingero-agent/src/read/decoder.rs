@@ -1,18 +1,27 @@
 //! Turns the packets of one file into [`ReadRecord`]s: keeps each sequence's interning tables
 //! and clock, the track tree from the descriptors, and the open slices per track.
+//!
+//! Packets are read with the hand-written scanner in `scan.rs`, not prost: a CUDA call is two
+//! packets (begin, end) and building owned prost structs for them dominated the reader's time.
+//! Interned entries are resolved once, when they are declared (event name → CUDA op, argument
+//! key → a fixed slot, string value → pointer, dimensions or memcpy kind), so the hot path is
+//! table indexing. A slice begin whose arguments are all interned and known (every CUDA call
+//! and off-CPU interval ingero writes) is kept as a fixed array of slots until its end; anything
+//! else (annotations, session, inline strings past the writer's interning cap, foreign traces)
+//! takes the general path, which resolves arguments by name.
 
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use ingero_ebpf::{CudaOp, OffCpuReason};
-use prost::Message;
 
+use super::scan::{self, Cur, Wire, text};
 use super::types::{
     CounterKind, CounterSample, CudaCallRecord, LabelInterval, LifecycleRecord, OffCpuRecord,
     ReadRecord, SessionRecord, ThreadRef,
 };
 use crate::decode::{CudaArgs, MemcpyKind, ProcessOp};
-use crate::record::proto::{DebugAnnotation, TracePacket, TrackDescriptor, clock_id, event_type};
+use crate::record::proto::{SEQ_INCREMENTAL_STATE_CLEARED, clock_id, event_type};
 use crate::record::schema::{self, arg, session, stats};
 use crate::record::{FastMap, FinalStats, SessionInfo, memcpy_kind_text};
 use crate::timeline::record::{AnnotationRecord, Scope};
@@ -32,10 +41,7 @@ impl Val {
             Val::U(v) => Some(*v),
             Val::I(v) => u64::try_from(*v).ok(),
             Val::B(b) => Some(u64::from(*b)),
-            Val::S(s) => s
-                .strip_prefix("0x")
-                .and_then(|h| u64::from_str_radix(h, 16).ok())
-                .or_else(|| s.parse().ok()),
+            Val::S(s) => parse_num(s),
         }
     }
     pub fn as_i64(&self) -> Option<i64> {
@@ -52,14 +58,191 @@ impl Val {
     }
 }
 
+/// A string argument as a number: `0x…` hexadecimal (pointers) or decimal.
+fn parse_num(s: &str) -> Option<u64> {
+    s.strip_prefix("0x")
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .or_else(|| s.parse().ok())
+}
+
+/// Interning ids at or above this go to a hash map instead of a dense vector, so a corrupt or
+/// foreign iid cannot make the reader allocate a huge table.
+const MAX_DENSE_IID: u64 = 1 << 20;
+
+/// An iid-indexed table: dense for the small sequential ids ingero writes.
+struct IidTable<T> {
+    dense: Vec<Option<T>>,
+    sparse: FastMap<u64, T>,
+}
+
+impl<T> Default for IidTable<T> {
+    fn default() -> Self {
+        IidTable {
+            dense: Vec::new(),
+            sparse: FastMap::default(),
+        }
+    }
+}
+
+impl<T> IidTable<T> {
+    #[inline]
+    fn get(&self, iid: u64) -> Option<&T> {
+        if iid < MAX_DENSE_IID {
+            self.dense.get(iid as usize).and_then(Option::as_ref)
+        } else {
+            self.sparse.get(&iid)
+        }
+    }
+
+    fn insert(&mut self, iid: u64, v: T) {
+        if iid < MAX_DENSE_IID {
+            let i = iid as usize;
+            if self.dense.len() <= i {
+                self.dense.resize_with(i + 1, || None);
+            }
+            self.dense[i] = Some(v);
+        } else {
+            self.sparse.insert(iid, v);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.dense.clear();
+        self.sparse.clear();
+    }
+}
+
+impl<T: Default> IidTable<T> {
+    #[inline]
+    fn get_or_default(&mut self, iid: u64) -> &mut T {
+        if iid < MAX_DENSE_IID {
+            let i = iid as usize;
+            if self.dense.len() <= i {
+                self.dense.resize_with(i + 1, || None);
+            }
+            self.dense[i].get_or_insert_with(T::default)
+        } else {
+            self.sparse.entry(iid).or_default()
+        }
+    }
+}
+
+/// What an event name means to the reader, decided when the name is interned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NameKind {
+    Op(CudaOp),
+    OffCpu(OffCpuReason),
+    Other,
+}
+
+struct NameEntry {
+    text: Arc<str>,
+    kind: NameKind,
+}
+
+/// Argument keys of CUDA calls and off-CPU intervals: the fast path's fixed slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum K {
+    Ret,
+    Size,
+    Ptr,
+    Stream,
+    Func,
+    Grid,
+    Block,
+    SharedMem,
+    GraphExec,
+    Count,
+    Kind,
+    Width,
+    Height,
+    DstDevice,
+    SrcDevice,
+    Event,
+    ClampedFromNs,
+    NextTid,
+    NextComm,
+    PrevState,
+    Cpu,
+    Error,
+}
+
+const NK: usize = 22;
+
+const KEYS: [(K, &str); NK] = [
+    (K::Ret, arg::RET),
+    (K::Size, arg::SIZE),
+    (K::Ptr, arg::PTR),
+    (K::Stream, arg::STREAM),
+    (K::Func, arg::FUNC),
+    (K::Grid, arg::GRID),
+    (K::Block, arg::BLOCK),
+    (K::SharedMem, arg::SHARED_MEM),
+    (K::GraphExec, arg::GRAPH_EXEC),
+    (K::Count, arg::COUNT),
+    (K::Kind, arg::KIND),
+    (K::Width, arg::WIDTH),
+    (K::Height, arg::HEIGHT),
+    (K::DstDevice, arg::DST_DEVICE),
+    (K::SrcDevice, arg::SRC_DEVICE),
+    (K::Event, arg::EVENT),
+    (K::ClampedFromNs, arg::CLAMPED_FROM_NS),
+    (K::NextTid, arg::NEXT_TID),
+    (K::NextComm, arg::NEXT_COMM),
+    (K::PrevState, arg::PREV_STATE),
+    (K::Cpu, arg::CPU),
+    (K::Error, arg::ERROR),
+];
+
+impl K {
+    fn text(self) -> &'static str {
+        KEYS[self as usize].1
+    }
+}
+
+struct KeyEntry {
+    text: Arc<str>,
+    slot: Option<K>,
+}
+
+/// An interned string value with its readings, computed once.
+struct StrEntry {
+    text: Arc<str>,
+    num: Option<u64>,
+    dim: Option<[u32; 3]>,
+    kind: MemcpyKind,
+}
+
+impl StrEntry {
+    fn new(text: Arc<str>) -> StrEntry {
+        StrEntry {
+            num: parse_num(&text),
+            dim: schema::parse_dim3(&text),
+            kind: memcpy_kind(&text),
+            text,
+        }
+    }
+}
+
 #[derive(Default)]
 struct SeqState {
-    names: FastMap<u64, Arc<str>>,
-    debug_names: FastMap<u64, Arc<str>>,
-    strings: FastMap<u64, Arc<str>>,
+    names: IidTable<NameEntry>,
+    debug_names: IidTable<KeyEntry>,
+    strings: IidTable<StrEntry>,
     /// Clock 64's current value.
     clock64: Option<u64>,
     default_clock: Option<u32>,
+}
+
+impl SeqState {
+    fn reset(&mut self) {
+        self.names.clear();
+        self.debug_names.clear();
+        self.strings.clear();
+        self.clock64 = None;
+        self.default_clock = None;
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -75,19 +258,257 @@ enum TrackKind {
     Other,
 }
 
+/// The fast path's arguments: one value per known key, with how to read it.
+#[derive(Clone, Copy)]
+struct Slots {
+    present: u32,
+    /// The value is an `int_value` (read as signed).
+    signed: u32,
+    /// The value is a string iid on the slice's sequence.
+    string: u32,
+    v: [u64; NK],
+}
+
+impl Slots {
+    const EMPTY: Slots = Slots {
+        present: 0,
+        signed: 0,
+        string: 0,
+        v: [0; NK],
+    };
+}
+
+/// Reads a fast-path slice's arguments, resolving strings in its sequence's table.
+struct SlotArgs<'a> {
+    s: &'a Slots,
+    strings: Option<&'a IidTable<StrEntry>>,
+}
+
+impl SlotArgs<'_> {
+    #[inline]
+    fn str_entry(&self, k: K) -> Option<&StrEntry> {
+        self.strings?.get(self.s.v[k as usize])
+    }
+}
+
+/// Argument lookups shared by the fast and the general path.
+trait Args {
+    fn u(&self, k: K) -> Option<u64>;
+    fn i(&self, k: K) -> Option<i64>;
+    fn dim(&self, k: K) -> Option<[u32; 3]>;
+    fn kind(&self, k: K) -> MemcpyKind;
+    fn text(&self, k: K) -> Option<&str>;
+}
+
+impl Args for SlotArgs<'_> {
+    #[inline]
+    fn u(&self, k: K) -> Option<u64> {
+        let bit = 1u32 << k as u32;
+        if self.s.present & bit == 0 {
+            return None;
+        }
+        let v = self.s.v[k as usize];
+        if self.s.string & bit != 0 {
+            self.str_entry(k).and_then(|e| e.num)
+        } else if self.s.signed & bit != 0 {
+            u64::try_from(v as i64).ok()
+        } else {
+            Some(v)
+        }
+    }
+    #[inline]
+    fn i(&self, k: K) -> Option<i64> {
+        let bit = 1u32 << k as u32;
+        if self.s.present & bit != 0 && self.s.signed & bit != 0 {
+            return Some(self.s.v[k as usize] as i64);
+        }
+        self.u(k).and_then(|v| i64::try_from(v).ok())
+    }
+    #[inline]
+    fn dim(&self, k: K) -> Option<[u32; 3]> {
+        let bit = 1u32 << k as u32;
+        if self.s.present & self.s.string & bit == 0 {
+            return None;
+        }
+        self.str_entry(k).and_then(|e| e.dim)
+    }
+    #[inline]
+    fn kind(&self, k: K) -> MemcpyKind {
+        let bit = 1u32 << k as u32;
+        if self.s.present & self.s.string & bit == 0 {
+            return memcpy_kind("");
+        }
+        self.str_entry(k).map_or(memcpy_kind(""), |e| e.kind)
+    }
+    fn text(&self, k: K) -> Option<&str> {
+        let bit = 1u32 << k as u32;
+        if self.s.present & self.s.string & bit == 0 {
+            return None;
+        }
+        self.str_entry(k).map(|e| &*e.text)
+    }
+}
+
+/// The general path's arguments: resolved names and values, first occurrence wins.
+struct ListArgs<'a>(&'a [(Arc<str>, Val)]);
+
+impl Args for ListArgs<'_> {
+    fn u(&self, k: K) -> Option<u64> {
+        u64_of(self.0, k.text())
+    }
+    fn i(&self, k: K) -> Option<i64> {
+        find(self.0, k.text()).and_then(Val::as_i64)
+    }
+    fn dim(&self, k: K) -> Option<[u32; 3]> {
+        find(self.0, k.text())
+            .and_then(Val::as_str)
+            .and_then(schema::parse_dim3)
+    }
+    fn kind(&self, k: K) -> MemcpyKind {
+        memcpy_kind(find(self.0, k.text()).and_then(Val::as_str).unwrap_or(""))
+    }
+    fn text(&self, k: K) -> Option<&str> {
+        find(self.0, k.text()).and_then(Val::as_str)
+    }
+}
+
+enum OpenBody {
+    /// A CUDA call or off-CPU interval with interned, known arguments.
+    Fast {
+        seq: u32,
+        name: NameKind,
+        slots: Box<Slots>,
+    },
+    General {
+        name: Arc<str>,
+        args: Vec<(Arc<str>, Val)>,
+    },
+}
+
 struct Open {
     ts: u64,
-    name: Arc<str>,
-    args: Vec<(Arc<str>, Val)>,
+    body: OpenBody,
+}
+
+/// A debug annotation's value as found on the wire.
+#[derive(Clone, Copy)]
+enum RawVal<'a> {
+    U(u64),
+    I(i64),
+    B(bool),
+    StrIid(u64),
+    Str(&'a [u8]),
+}
+
+struct RawArg<'a> {
+    name_iid: Option<u64>,
+    name: Option<&'a [u8]>,
+    val: RawVal<'a>,
+}
+
+/// `DebugAnnotation` fields, with the writer's precedence when several values are set.
+fn raw_arg(b: &[u8]) -> scan::Result<RawArg<'_>> {
+    let mut c = Cur::new(b);
+    let (mut name_iid, mut name) = (None, None);
+    let (mut u, mut i, mut p, mut bo, mut siid, mut s) = (None, None, None, None, None, None);
+    while let Some((f, w)) = c.field()? {
+        match f {
+            1 => name_iid = Some(w.int()),
+            10 => name = Some(w.bytes()),
+            2 => bo = Some(w.int() != 0),
+            3 => u = Some(w.int()),
+            4 => i = Some(w.int() as i64),
+            7 => p = Some(w.int()),
+            17 => siid = Some(w.int()),
+            6 => s = Some(w.bytes()),
+            _ => {}
+        }
+    }
+    let val = if let Some(v) = u {
+        RawVal::U(v)
+    } else if let Some(v) = i {
+        RawVal::I(v)
+    } else if let Some(v) = p {
+        RawVal::U(v)
+    } else if let Some(v) = bo {
+        RawVal::B(v)
+    } else if let Some(v) = siid {
+        RawVal::StrIid(v)
+    } else {
+        RawVal::Str(s.unwrap_or(&[]))
+    };
+    Ok(RawArg {
+        name_iid,
+        name,
+        val,
+    })
+}
+
+/// The `TrackEvent` fields the reader uses (debug annotations are re-scanned from `raw`).
+#[derive(Default)]
+struct Te<'a> {
+    ty: u64,
+    track: u64,
+    name_iid: Option<u64>,
+    name: Option<&'a [u8]>,
+    counter_value: i64,
+    raw: &'a [u8],
+}
+
+fn track_event(b: &[u8]) -> scan::Result<Te<'_>> {
+    let mut te = Te {
+        raw: b,
+        ..Default::default()
+    };
+    let mut c = Cur::new(b);
+    while let Some((f, w)) = c.field()? {
+        match f {
+            9 => te.ty = w.int(),
+            11 => te.track = w.int(),
+            10 => te.name_iid = Some(w.int()),
+            23 => te.name = Some(w.bytes()),
+            30 => te.counter_value = w.int() as i64,
+            _ => {}
+        }
+    }
+    Ok(te)
+}
+
+/// Calls `f` on each debug annotation of a track event.
+fn for_each_arg<'a>(raw: &'a [u8], mut f: impl FnMut(RawArg<'a>) -> bool) -> scan::Result<()> {
+    let mut c = Cur::new(raw);
+    while let Some((num, w)) = c.field()? {
+        if num == 4 {
+            if let Wire::Len(b) = w {
+                if !f(raw_arg(b)?) {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Placeholder for a record slot (allocates nothing).
+pub fn empty_record() -> ReadRecord {
+    ReadRecord::Counter(CounterSample {
+        kind: CounterKind::Drops,
+        ts_ns: 0,
+        value: 0,
+    })
 }
 
 /// The decoding state of one file.
 #[derive(Default)]
 pub struct FileDecoder {
-    seqs: FastMap<u32, SeqState>,
-    tracks: FastMap<u64, TrackKind>,
-    open: FastMap<u64, Vec<Open>>,
+    seqs: IidTable<SeqState>,
+    tracks: IidTable<TrackKind>,
+    open: IidTable<Vec<Open>>,
     op_by_name: FastMap<&'static str, CudaOp>,
+    /// Spare slot arrays, so fast-path slices do not allocate. Boxed on purpose: the same
+    /// boxes move into and out of `Open`s, which stay small on the per-track stacks.
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Slots>>,
 }
 
 fn find<'a>(args: &'a [(Arc<str>, Val)], key: &str) -> Option<&'a Val> {
@@ -108,46 +529,82 @@ impl FileDecoder {
 
     /// Decodes one packet, pushing what it completes onto `out`.
     pub fn packet(&mut self, bytes: &[u8], out: &mut Vec<ReadRecord>) -> Result<()> {
-        let pkt = TracePacket::decode(bytes).context("decoding a packet")?;
-        let seq_id = pkt.trusted_packet_sequence_id.unwrap_or(0);
-        let cleared = pkt.sequence_flags.unwrap_or(0)
-            & crate::record::proto::SEQ_INCREMENTAL_STATE_CLEARED
-            != 0;
-        let seq = self.seqs.entry(seq_id).or_default();
-        if cleared {
-            *seq = SeqState::default();
+        let mut slot = empty_record();
+        if self.packet_into(bytes, &mut slot)? {
+            out.push(slot);
         }
-        if let Some(d) = &pkt.trace_packet_defaults {
-            seq.default_clock = d.timestamp_clock_id;
+        Ok(())
+    }
+
+    /// Decodes one packet; if it completes a record (at most one per packet), writes it into
+    /// `slot`, reusing the slot's allocations when it already holds a record of the same kind,
+    /// and returns `true`. `slot` is untouched otherwise.
+    pub fn packet_into(&mut self, bytes: &[u8], slot: &mut ReadRecord) -> Result<bool> {
+        self.packet_inner(bytes, slot).context("decoding a packet")
+    }
+
+    fn packet_inner(&mut self, bytes: &[u8], slot: &mut ReadRecord) -> Result<bool> {
+        let mut c = Cur::new(bytes);
+        let mut timestamp = None;
+        let mut clock = None;
+        let mut seq_id = 0u32;
+        let mut flags = 0u64;
+        let (mut interned, mut defaults, mut snapshot, mut desc, mut te) =
+            (None, None, None, None, None);
+        while let Some((f, w)) = c.field()? {
+            match f {
+                8 => timestamp = Some(w.int()),
+                58 => clock = Some(w.int() as u32),
+                10 => seq_id = w.int() as u32,
+                13 => flags = w.int(),
+                12 => interned = Some(w.bytes()),
+                59 => defaults = Some(w.bytes()),
+                6 => snapshot = Some(w.bytes()),
+                60 => desc = Some(w.bytes()),
+                11 => te = Some(w.bytes()),
+                _ => {}
+            }
         }
-        if let Some(i) = pkt.interned_data {
-            for n in i.event_names {
-                seq.names
-                    .insert(n.iid.unwrap_or(0), n.name.unwrap_or_default().into());
-            }
-            for n in i.debug_annotation_names {
-                seq.debug_names
-                    .insert(n.iid.unwrap_or(0), n.name.unwrap_or_default().into());
-            }
-            for s in i.debug_annotation_string_values {
-                seq.strings.insert(
-                    s.iid.unwrap_or(0),
-                    String::from_utf8_lossy(&s.str.unwrap_or_default()).into(),
-                );
-            }
+        let seq = self.seqs.get_or_default(u64::from(seq_id));
+        if flags & u64::from(SEQ_INCREMENTAL_STATE_CLEARED) != 0 {
+            seq.reset();
         }
-        if let Some(cs) = &pkt.clock_snapshot {
-            for c in &cs.clocks {
-                if c.clock_id == Some(clock_id::INCREMENTAL_MONOTONIC) {
-                    seq.clock64 = c.timestamp;
+        if let Some(d) = defaults {
+            seq.default_clock = None;
+            let mut c = Cur::new(d);
+            while let Some((f, w)) = c.field()? {
+                if f == 58 {
+                    seq.default_clock = Some(w.int() as u32);
                 }
             }
-            return Ok(());
         }
-        let ts = match pkt.timestamp {
+        if let Some(i) = interned {
+            intern(seq, i, &self.op_by_name)?;
+        }
+        if let Some(cs) = snapshot {
+            let mut c = Cur::new(cs);
+            while let Some((f, w)) = c.field()? {
+                if f != 1 {
+                    continue;
+                }
+                let (mut id, mut ts) = (None, None);
+                let mut cc = Cur::new(w.bytes());
+                while let Some((f, w)) = cc.field()? {
+                    match f {
+                        1 => id = Some(w.int() as u32),
+                        2 => ts = Some(w.int()),
+                        _ => {}
+                    }
+                }
+                if id == Some(clock_id::INCREMENTAL_MONOTONIC) {
+                    seq.clock64 = ts;
+                }
+            }
+            return Ok(false);
+        }
+        let ts = match timestamp {
             Some(t) => {
-                let clock = pkt.timestamp_clock_id.or(seq.default_clock);
-                if clock == Some(clock_id::INCREMENTAL_MONOTONIC) {
+                if clock.or(seq.default_clock) == Some(clock_id::INCREMENTAL_MONOTONIC) {
                     let v = seq.clock64.unwrap_or(0).saturating_add(t);
                     seq.clock64 = Some(v);
                     v
@@ -157,61 +614,162 @@ impl FileDecoder {
             }
             None => seq.clock64.unwrap_or(0),
         };
-        if let Some(d) = pkt.track_descriptor {
-            self.describe(d);
-            return Ok(());
+        if let Some(d) = desc {
+            self.describe(d)?;
+            return Ok(false);
         }
-        let Some(te) = pkt.track_event else {
-            return Ok(());
+        let Some(te) = te else {
+            return Ok(false);
         };
-        let track = te.track_uuid.unwrap_or(0);
-        let name: Arc<str> = match (te.name_iid, te.name) {
-            (Some(iid), _) => seq.names.get(&iid).cloned().unwrap_or_else(|| "".into()),
-            (None, Some(n)) => n.into(),
-            (None, None) => "".into(),
-        };
-        let args = resolve_args(seq, te.debug_annotations);
-        match te.r#type.unwrap_or(0) {
-            event_type::SLICE_BEGIN => {
-                self.open
-                    .entry(track)
-                    .or_default()
-                    .push(Open { ts, name, args })
-            }
+        let te = track_event(te)?;
+        match te.ty as i32 {
+            event_type::SLICE_BEGIN => self.begin(seq_id, ts, &te)?,
             event_type::SLICE_END => {
-                let Some(open) = self.open.get_mut(&track).and_then(Vec::pop) else {
-                    return Ok(());
+                let Some(open) = self.open.get_mut_vec(te.track).and_then(Vec::pop) else {
+                    return Ok(false);
                 };
-                self.slice(track, open, ts, out);
+                return Ok(self.slice(te.track, open, ts, slot));
             }
-            event_type::INSTANT => self.instant(track, ts, &name, &args, out),
+            event_type::INSTANT => {
+                let seq = self.seqs.get_or_default(u64::from(seq_id));
+                let name = event_name(seq, &te);
+                let args = resolve_args(seq, te.raw)?;
+                return Ok(self.instant(te.track, ts, &name, &args, slot));
+            }
             event_type::COUNTER => {
-                if let Some(TrackKind::Counter(kind)) = self.tracks.get(&track) {
-                    out.push(ReadRecord::Counter(CounterSample {
+                if let Some(TrackKind::Counter(kind)) = self.tracks.get(te.track) {
+                    *slot = ReadRecord::Counter(CounterSample {
                         kind: *kind,
                         ts_ns: ts,
-                        value: te.counter_value.unwrap_or(0),
-                    }));
+                        value: te.counter_value,
+                    });
+                    return Ok(true);
                 }
             }
             _ => {}
         }
+        Ok(false)
+    }
+
+    /// A slice begins: kept open on its track until its end.
+    fn begin(&mut self, seq_id: u32, ts: u64, te: &Te<'_>) -> Result<()> {
+        let seq = self.seqs.get_or_default(u64::from(seq_id));
+        let fast_track = matches!(
+            self.tracks.get(te.track),
+            Some(TrackKind::Thread(_) | TrackKind::OffCpu(_))
+        );
+        let fast_name = match te.name_iid.and_then(|i| seq.names.get(i)) {
+            Some(n) if fast_track && n.kind != NameKind::Other => Some(n.kind),
+            _ => None,
+        };
+        let mut body = None;
+        if let Some(name) = fast_name {
+            let mut slots = self.spare.pop().unwrap_or_else(|| Box::new(Slots::EMPTY));
+            // Values are read only under their `present` bit: clearing the masks is enough.
+            slots.present = 0;
+            slots.signed = 0;
+            slots.string = 0;
+            let mut ok = true;
+            for_each_arg(te.raw, |a| {
+                let slot = a
+                    .name_iid
+                    .and_then(|iid| seq.debug_names.get(iid))
+                    .and_then(|k| k.slot);
+                let Some(k) = slot else {
+                    ok = false;
+                    return false;
+                };
+                let bit = 1u32 << k as u32;
+                if slots.present & bit != 0 {
+                    return true; // first occurrence wins, as on the general path
+                }
+                let v = match a.val {
+                    RawVal::U(v) => v,
+                    RawVal::B(b) => u64::from(b),
+                    RawVal::I(v) => {
+                        slots.signed |= bit;
+                        v as u64
+                    }
+                    RawVal::StrIid(iid) => {
+                        slots.string |= bit;
+                        iid
+                    }
+                    RawVal::Str(_) => {
+                        ok = false;
+                        return false;
+                    }
+                };
+                slots.present |= bit;
+                slots.v[k as usize] = v;
+                true
+            })?;
+            if ok {
+                body = Some(OpenBody::Fast {
+                    seq: seq_id,
+                    name,
+                    slots,
+                });
+            } else {
+                self.spare.push(slots);
+            }
+        }
+        let body = match body {
+            Some(b) => b,
+            None => OpenBody::General {
+                name: event_name(seq, te),
+                args: resolve_args(seq, te.raw)?,
+            },
+        };
+        self.open.entry_vec(te.track).push(Open { ts, body });
         Ok(())
     }
 
-    fn describe(&mut self, d: TrackDescriptor) {
-        let uuid = d.uuid.unwrap_or(0);
-        let parent = d.parent_uuid.and_then(|p| self.tracks.get(&p)).cloned();
-        let name = d.name.unwrap_or_default();
-        let kind = if let Some(p) = d.process {
-            TrackKind::Process(p.pid.unwrap_or(0) as u32)
-        } else if let Some(t) = d.thread {
-            TrackKind::Thread(ThreadRef {
-                pid: t.pid.unwrap_or(0) as u32,
-                tid: t.tid.unwrap_or(0) as u32,
-                name: t.thread_name.unwrap_or_default(),
-            })
-        } else if d.counter.is_some() {
+    fn describe(&mut self, b: &[u8]) -> Result<()> {
+        let mut c = Cur::new(b);
+        let (mut uuid, mut parent_uuid, mut name) = (0u64, None, String::new());
+        let (mut process, mut thread, mut counter) = (None, None, false);
+        while let Some((f, w)) = c.field()? {
+            match f {
+                1 => uuid = w.int(),
+                5 => parent_uuid = Some(w.int()),
+                2 => name = text(w.bytes()).into_owned(),
+                3 => {
+                    let mut pid = 0u32;
+                    let mut c = Cur::new(w.bytes());
+                    while let Some((f, w)) = c.field()? {
+                        if f == 1 {
+                            pid = w.int() as u32;
+                        }
+                    }
+                    process = Some(pid);
+                }
+                4 => {
+                    let mut t = ThreadRef {
+                        pid: 0,
+                        tid: 0,
+                        name: String::new(),
+                    };
+                    let mut c = Cur::new(w.bytes());
+                    while let Some((f, w)) = c.field()? {
+                        match f {
+                            1 => t.pid = w.int() as u32,
+                            2 => t.tid = w.int() as u32,
+                            5 => t.name = text(w.bytes()).into_owned(),
+                            _ => {}
+                        }
+                    }
+                    thread = Some(t);
+                }
+                8 => counter = true,
+                _ => {}
+            }
+        }
+        let parent = parent_uuid.and_then(|p| self.tracks.get(p)).cloned();
+        let kind = if let Some(pid) = process {
+            TrackKind::Process(pid)
+        } else if let Some(t) = thread {
+            TrackKind::Thread(t)
+        } else if counter {
             match (name.as_str(), parent) {
                 (schema::TRACK_DEVICE_MEMORY, Some(TrackKind::Process(pid))) => {
                     TrackKind::Counter(CounterKind::DeviceMemory { pid })
@@ -238,77 +796,89 @@ impl FileDecoder {
             }
         };
         self.tracks.insert(uuid, kind);
+        Ok(())
     }
 
-    fn slice(&mut self, track: u64, open: Open, end: u64, out: &mut Vec<ReadRecord>) {
+    fn slice(&mut self, track: u64, open: Open, end: u64, slot: &mut ReadRecord) -> bool {
         let duration_ns = end.saturating_sub(open.ts);
-        let args = &open.args;
-        match self.tracks.get(&track) {
-            Some(TrackKind::Thread(t)) => {
-                let Some(op) = self.op_by_name.get(&*open.name).copied() else {
-                    return;
+        match open.body {
+            OpenBody::Fast { seq, name, slots } => {
+                let args = SlotArgs {
+                    s: &slots,
+                    strings: self.seqs.get(u64::from(seq)).map(|s| &s.strings),
                 };
-                out.push(ReadRecord::Cuda(CudaCallRecord {
-                    ts_ns: open.ts,
-                    duration_ns,
-                    thread: t.clone(),
-                    op,
-                    ret: find(args, arg::RET)
-                        .and_then(Val::as_i64)
-                        .and_then(|v| i32::try_from(v).ok())
-                        .unwrap_or(0),
-                    args: cuda_args(op, args),
-                    clamped_from_ns: u64_of(args, arg::CLAMPED_FROM_NS),
-                }));
+                let done = match (self.tracks.get(track), name) {
+                    (Some(TrackKind::Thread(t)), NameKind::Op(op)) => {
+                        put_cuda(slot, open.ts, duration_ns, t, op, &args);
+                        true
+                    }
+                    (Some(TrackKind::OffCpu(t)), NameKind::OffCpu(reason)) => {
+                        put_off_cpu(slot, open.ts, duration_ns, t, reason, &args);
+                        true
+                    }
+                    (Some(TrackKind::OffCpu(t)), NameKind::Op(_)) => {
+                        // The general path reads any other name on an off-CPU track as
+                        // blocked.
+                        put_off_cpu(slot, open.ts, duration_ns, t, OffCpuReason::Blocked, &args);
+                        true
+                    }
+                    _ => false,
+                };
+                self.spare.push(slots);
+                done
+            }
+            OpenBody::General { name, args } => {
+                self.slice_general(track, open.ts, &name, &args, end, slot)
+            }
+        }
+    }
+
+    fn slice_general(
+        &self,
+        track: u64,
+        ts: u64,
+        name: &str,
+        args: &[(Arc<str>, Val)],
+        end: u64,
+        slot: &mut ReadRecord,
+    ) -> bool {
+        let duration_ns = end.saturating_sub(ts);
+        match self.tracks.get(track) {
+            Some(TrackKind::Thread(t)) => {
+                let Some(op) = self.op_by_name.get(name).copied() else {
+                    return false;
+                };
+                put_cuda(slot, ts, duration_ns, t, op, &ListArgs(args));
             }
             Some(TrackKind::OffCpu(t)) => {
-                let reason = match &*open.name {
+                let reason = match name {
                     "preempted" => OffCpuReason::Preempted,
                     _ => OffCpuReason::Blocked,
                 };
-                out.push(ReadRecord::OffCpu(OffCpuRecord {
-                    ts_ns: open.ts,
-                    duration_ns,
-                    thread: t.clone(),
-                    reason,
-                    prev_state: find(args, arg::PREV_STATE)
-                        .and_then(Val::as_i64)
-                        .unwrap_or(0),
-                    next_tid: u64_of(args, arg::NEXT_TID).unwrap_or(0) as u32,
-                    next_comm: find(args, arg::NEXT_COMM)
-                        .and_then(Val::as_str)
-                        .unwrap_or("")
-                        .to_owned(),
-                    cpu: u64_of(args, arg::CPU).unwrap_or(0) as u32,
-                }));
+                put_off_cpu(slot, ts, duration_ns, t, reason, &ListArgs(args));
             }
             Some(TrackKind::SpanLane(scope)) => {
-                out.push(ReadRecord::Annotation(annotation(
-                    *scope,
-                    open.ts,
-                    Some(end),
-                    args,
-                )));
+                *slot = ReadRecord::Annotation(annotation(*scope, ts, Some(end), args));
             }
             Some(TrackKind::State(scope, key)) => {
-                let value = open
-                    .name
+                let value = name
                     .strip_prefix(key.as_str())
                     .and_then(|v| v.strip_prefix('='))
                     .unwrap_or("");
-                out.push(ReadRecord::LabelState(LabelInterval {
+                *slot = ReadRecord::LabelState(LabelInterval {
                     scope_pid: *scope,
                     key: key.clone(),
                     value: value.to_owned(),
-                    start_ns: open.ts,
+                    start_ns: ts,
                     end_ns: end,
                     provenance_uid: u64_of(args, arg::PROVENANCE_UID).unwrap_or(0) as u32,
                     provenance_pid: u64_of(args, arg::PROVENANCE_PID).map(|p| p as u32),
                     continued: find(args, arg::CONTINUED).is_some(),
-                }));
+                });
             }
-            _ => {}
+            _ => return false,
         }
+        true
     }
 
     fn instant(
@@ -317,9 +887,9 @@ impl FileDecoder {
         ts: u64,
         name: &str,
         args: &[(Arc<str>, Val)],
-        out: &mut Vec<ReadRecord>,
-    ) {
-        match self.tracks.get(&track) {
+        slot: &mut ReadRecord,
+    ) -> bool {
+        match self.tracks.get(track) {
             Some(TrackKind::Thread(t)) => {
                 let op = match name {
                     "exec" => ProcessOp::Exec,
@@ -327,9 +897,9 @@ impl FileDecoder {
                     "thread_exit" => ProcessOp::ThreadExit,
                     "fork" => ProcessOp::Fork,
                     "thread_start" => ProcessOp::ThreadStart,
-                    _ => return,
+                    _ => return false,
                 };
-                out.push(ReadRecord::Lifecycle(LifecycleRecord {
+                *slot = ReadRecord::Lifecycle(LifecycleRecord {
                     ts_ns: ts,
                     thread: t.clone(),
                     op,
@@ -342,10 +912,10 @@ impl FileDecoder {
                         .and_then(Val::as_str)
                         .unwrap_or("")
                         .to_owned(),
-                }));
+                });
             }
             Some(TrackKind::Labels(scope)) if name == schema::EV_ANNOTATION => {
-                out.push(ReadRecord::Annotation(annotation(*scope, ts, None, args)));
+                *slot = ReadRecord::Annotation(annotation(*scope, ts, None, args));
             }
             Some(TrackKind::Ingero) if name == schema::EV_SESSION => {
                 let s = |k: &str| find(args, k).and_then(Val::as_str).unwrap_or("").to_owned();
@@ -357,7 +927,7 @@ impl FileDecoder {
                         v.split('\n').map(str::to_owned).collect()
                     }
                 };
-                out.push(ReadRecord::Session(SessionRecord {
+                *slot = ReadRecord::Session(SessionRecord {
                     ts_ns: ts,
                     info: SessionInfo {
                         host: s(session::HOST),
@@ -370,7 +940,7 @@ impl FileDecoder {
                     machine_id: u64_of(args, session::MACHINE_ID).unwrap_or(0) as u32,
                     file_index: u64_of(args, session::FILE_INDEX).unwrap_or(0),
                     started_realtime_ns: u64_of(args, session::STARTED_REALTIME_NS).unwrap_or(0),
-                }));
+                });
             }
             Some(TrackKind::Ingero) if name == schema::EV_STATISTICS => {
                 let mut st = FinalStats::default();
@@ -388,41 +958,179 @@ impl FileDecoder {
                         }
                     }
                 }
-                out.push(ReadRecord::Statistics(st));
+                *slot = ReadRecord::Statistics(st);
             }
-            _ => {}
+            _ => return false,
         }
+        true
     }
 }
 
-fn resolve_args(seq: &SeqState, raw: Vec<DebugAnnotation>) -> Vec<(Arc<str>, Val)> {
-    raw.into_iter()
-        .map(|d| {
-            let name: Arc<str> = match (d.name_iid, d.name) {
-                (Some(iid), _) => seq
-                    .debug_names
-                    .get(&iid)
-                    .cloned()
-                    .unwrap_or_else(|| "".into()),
-                (None, Some(n)) => n.into(),
-                (None, None) => "".into(),
-            };
-            let val = if let Some(v) = d.uint_value {
-                Val::U(v)
-            } else if let Some(v) = d.int_value {
-                Val::I(v)
-            } else if let Some(v) = d.pointer_value {
-                Val::U(v)
-            } else if let Some(b) = d.bool_value {
-                Val::B(b)
-            } else if let Some(iid) = d.string_value_iid {
-                Val::S(seq.strings.get(&iid).cloned().unwrap_or_else(|| "".into()))
-            } else {
-                Val::S(d.string_value.unwrap_or_default().into())
-            };
-            (name, val)
-        })
-        .collect()
+impl IidTable<Vec<Open>> {
+    fn get_mut_vec(&mut self, iid: u64) -> Option<&mut Vec<Open>> {
+        if iid < MAX_DENSE_IID {
+            self.dense.get_mut(iid as usize).and_then(Option::as_mut)
+        } else {
+            self.sparse.get_mut(&iid)
+        }
+    }
+
+    fn entry_vec(&mut self, iid: u64) -> &mut Vec<Open> {
+        self.get_or_default(iid)
+    }
+}
+
+/// Declares a packet's interned data in its sequence's tables, resolving what the fast path
+/// needs once.
+fn intern(seq: &mut SeqState, b: &[u8], op_by_name: &FastMap<&'static str, CudaOp>) -> Result<()> {
+    let mut c = Cur::new(b);
+    while let Some((f, w)) = c.field()? {
+        if !matches!(f, 2 | 3 | 29) {
+            continue;
+        }
+        let (mut iid, mut s): (u64, &[u8]) = (0, &[]);
+        let mut cc = Cur::new(w.bytes());
+        while let Some((f, w)) = cc.field()? {
+            match f {
+                1 => iid = w.int(),
+                2 => s = w.bytes(),
+                _ => {}
+            }
+        }
+        let t: Arc<str> = text(s).into();
+        match f {
+            2 => {
+                let kind = if let Some(op) = op_by_name.get(&*t) {
+                    NameKind::Op(*op)
+                } else {
+                    match &*t {
+                        "preempted" => NameKind::OffCpu(OffCpuReason::Preempted),
+                        "blocked" => NameKind::OffCpu(OffCpuReason::Blocked),
+                        _ => NameKind::Other,
+                    }
+                };
+                seq.names.insert(iid, NameEntry { text: t, kind });
+            }
+            3 => {
+                let slot = KEYS.iter().find(|(_, n)| *n == &*t).map(|(k, _)| *k);
+                seq.debug_names.insert(iid, KeyEntry { text: t, slot });
+            }
+            _ => seq.strings.insert(iid, StrEntry::new(t)),
+        }
+    }
+    Ok(())
+}
+
+fn event_name(seq: &SeqState, te: &Te<'_>) -> Arc<str> {
+    match (te.name_iid, te.name) {
+        (Some(iid), _) => seq
+            .names
+            .get(iid)
+            .map_or_else(|| "".into(), |n| n.text.clone()),
+        (None, Some(n)) => text(n).into(),
+        (None, None) => "".into(),
+    }
+}
+
+fn resolve_args(seq: &SeqState, raw: &[u8]) -> Result<Vec<(Arc<str>, Val)>> {
+    let mut out = Vec::new();
+    for_each_arg(raw, |d| {
+        let name: Arc<str> = match (d.name_iid, d.name) {
+            (Some(iid), _) => seq
+                .debug_names
+                .get(iid)
+                .map_or_else(|| "".into(), |k| k.text.clone()),
+            (None, Some(n)) => text(n).into(),
+            (None, None) => "".into(),
+        };
+        let val = match d.val {
+            RawVal::U(v) => Val::U(v),
+            RawVal::I(v) => Val::I(v),
+            RawVal::B(v) => Val::B(v),
+            RawVal::StrIid(iid) => Val::S(
+                seq.strings
+                    .get(iid)
+                    .map_or_else(|| "".into(), |s| s.text.clone()),
+            ),
+            RawVal::Str(s) => Val::S(text(s).into()),
+        };
+        out.push((name, val));
+        true
+    })?;
+    Ok(out)
+}
+
+/// Writes a CUDA call into `slot`, in place when it already holds one (no allocation when
+/// the thread name fits the slot's string).
+fn put_cuda(slot: &mut ReadRecord, ts: u64, dur: u64, t: &ThreadRef, op: CudaOp, a: &impl Args) {
+    let ret = a.i(K::Ret).and_then(|v| i32::try_from(v).ok()).unwrap_or(0);
+    let args = cuda_args(op, a);
+    let clamped = a.u(K::ClampedFromNs);
+    if let ReadRecord::Cuda(c) = slot {
+        c.ts_ns = ts;
+        c.duration_ns = dur;
+        c.thread.pid = t.pid;
+        c.thread.tid = t.tid;
+        if c.thread.name != t.name {
+            c.thread.name.clone_from(&t.name);
+        }
+        c.op = op;
+        c.ret = ret;
+        c.args = args;
+        c.clamped_from_ns = clamped;
+        return;
+    }
+    *slot = ReadRecord::Cuda(CudaCallRecord {
+        ts_ns: ts,
+        duration_ns: dur,
+        thread: t.clone(),
+        op,
+        ret,
+        args,
+        clamped_from_ns: clamped,
+    });
+}
+
+fn put_off_cpu(
+    slot: &mut ReadRecord,
+    ts: u64,
+    dur: u64,
+    t: &ThreadRef,
+    reason: OffCpuReason,
+    a: &impl Args,
+) {
+    let prev_state = a.i(K::PrevState).unwrap_or(0);
+    let next_tid = a.u(K::NextTid).unwrap_or(0) as u32;
+    let cpu = a.u(K::Cpu).unwrap_or(0) as u32;
+    let next_comm = a.text(K::NextComm).unwrap_or("");
+    if let ReadRecord::OffCpu(o) = slot {
+        o.ts_ns = ts;
+        o.duration_ns = dur;
+        o.thread.pid = t.pid;
+        o.thread.tid = t.tid;
+        if o.thread.name != t.name {
+            o.thread.name.clone_from(&t.name);
+        }
+        o.reason = reason;
+        o.prev_state = prev_state;
+        o.next_tid = next_tid;
+        if o.next_comm != next_comm {
+            o.next_comm.clear();
+            o.next_comm.push_str(next_comm);
+        }
+        o.cpu = cpu;
+        return;
+    }
+    *slot = ReadRecord::OffCpu(OffCpuRecord {
+        ts_ns: ts,
+        duration_ns: dur,
+        thread: t.clone(),
+        reason,
+        prev_state,
+        next_tid,
+        next_comm: next_comm.to_owned(),
+        cpu,
+    });
 }
 
 fn annotation(
@@ -464,62 +1172,245 @@ fn memcpy_kind(text: &str) -> MemcpyKind {
 }
 
 /// Rebuilds an op's arguments from its debug annotations (absent optional ones stay `None`).
-fn cuda_args(op: CudaOp, a: &[(Arc<str>, Val)]) -> CudaArgs {
+fn cuda_args(op: CudaOp, a: &impl Args) -> CudaArgs {
     use CudaOp::*;
-    let u = |k: &str| u64_of(a, k);
-    let dim = |k: &str| {
-        find(a, k)
-            .and_then(Val::as_str)
-            .and_then(schema::parse_dim3)
-            .unwrap_or([0; 3])
-    };
+    let u = |k: K| a.u(k);
+    let dim = |k: K| a.dim(k).unwrap_or([0; 3]);
     match op {
         Malloc | MallocManaged | MallocAsync => CudaArgs::Alloc {
-            size: u(arg::SIZE).unwrap_or(0),
-            ptr: u(arg::PTR),
-            stream: u(arg::STREAM),
+            size: u(K::Size).unwrap_or(0),
+            ptr: u(K::Ptr),
+            stream: u(K::Stream),
         },
         Free | FreeAsync => CudaArgs::Free {
-            ptr: u(arg::PTR).unwrap_or(0),
-            size: u(arg::SIZE),
-            stream: u(arg::STREAM),
+            ptr: u(K::Ptr).unwrap_or(0),
+            size: u(K::Size),
+            stream: u(K::Stream),
         },
         MallocHost | HostAlloc => CudaArgs::HostAlloc {
-            size: u(arg::SIZE).unwrap_or(0),
+            size: u(K::Size).unwrap_or(0),
         },
         FreeHost => CudaArgs::HostFree {
-            ptr: u(arg::PTR).unwrap_or(0),
+            ptr: u(K::Ptr).unwrap_or(0),
         },
         LaunchKernel | LaunchCooperativeKernel | LaunchKernelExC => CudaArgs::Launch {
-            func: u(arg::FUNC).unwrap_or(0),
-            grid: dim(arg::GRID),
-            block: dim(arg::BLOCK),
-            shared_mem: u(arg::SHARED_MEM).unwrap_or(0),
-            stream: u(arg::STREAM).unwrap_or(0),
+            func: u(K::Func).unwrap_or(0),
+            grid: dim(K::Grid),
+            block: dim(K::Block),
+            shared_mem: u(K::SharedMem).unwrap_or(0),
+            stream: u(K::Stream).unwrap_or(0),
         },
         GraphLaunch => CudaArgs::GraphLaunch {
-            graph_exec: u(arg::GRAPH_EXEC).unwrap_or(0),
-            stream: u(arg::STREAM).unwrap_or(0),
+            graph_exec: u(K::GraphExec).unwrap_or(0),
+            stream: u(K::Stream).unwrap_or(0),
         },
         Memcpy | MemcpyAsync | Memcpy2D | Memcpy2DAsync => CudaArgs::Memcpy {
-            count: u(arg::COUNT).unwrap_or(0),
-            kind: memcpy_kind(find(a, arg::KIND).and_then(Val::as_str).unwrap_or("")),
-            stream: u(arg::STREAM),
-            width_height: u(arg::WIDTH).zip(u(arg::HEIGHT)),
+            count: u(K::Count).unwrap_or(0),
+            kind: a.kind(K::Kind),
+            stream: u(K::Stream),
+            width_height: u(K::Width).zip(u(K::Height)),
         },
         MemcpyPeer | MemcpyPeerAsync => CudaArgs::MemcpyPeer {
-            count: u(arg::COUNT).unwrap_or(0),
-            dst_device: find(a, arg::DST_DEVICE).and_then(Val::as_i64).unwrap_or(0) as i32,
-            src_device: find(a, arg::SRC_DEVICE).and_then(Val::as_i64).unwrap_or(0) as i32,
-            stream: u(arg::STREAM),
+            count: u(K::Count).unwrap_or(0),
+            dst_device: a.i(K::DstDevice).unwrap_or(0) as i32,
+            src_device: a.i(K::SrcDevice).unwrap_or(0) as i32,
+            stream: u(K::Stream),
         },
         Memset | MemsetAsync => CudaArgs::Memset {
-            count: u(arg::COUNT).unwrap_or(0),
-            stream: u(arg::STREAM),
+            count: u(K::Count).unwrap_or(0),
+            stream: u(K::Stream),
         },
         StreamSynchronize | DeviceSynchronize | EventSynchronize => CudaArgs::Sync {
-            stream: u(arg::STREAM),
-            event: u(arg::EVENT),
+            stream: u(K::Stream),
+            event: u(K::Event),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The scanner-based decoder against packets built with the prost structs: the fast path
+    //! (interned, known arguments) and the general path (inline names and strings) must yield
+    //! the same record.
+
+    use super::*;
+    use crate::record::proto::{
+        DebugAnnotation, DebugAnnotationName, EventName, InternedData, InternedString,
+        ThreadDescriptor, TracePacket, TrackDescriptor, TrackEvent,
+    };
+    use prost::Message;
+
+    fn bytes(p: &TracePacket) -> Vec<u8> {
+        p.encode_to_vec()
+    }
+
+    fn launch_call(inline: bool) -> ReadRecord {
+        let mut d = FileDecoder::new();
+        let mut out = Vec::new();
+        let first = TracePacket {
+            trusted_packet_sequence_id: Some(1),
+            sequence_flags: Some(3),
+            interned_data: Some(InternedData {
+                event_names: vec![EventName {
+                    iid: Some(1),
+                    name: Some("cudaLaunchKernel".into()),
+                }],
+                debug_annotation_names: [arg::FUNC, arg::GRID, arg::RET, arg::SHARED_MEM]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| DebugAnnotationName {
+                        iid: Some(i as u64 + 1),
+                        name: Some((*n).into()),
+                    })
+                    .collect(),
+                debug_annotation_string_values: vec![
+                    InternedString {
+                        iid: Some(1),
+                        str: Some(b"0x7f00".to_vec()),
+                    },
+                    InternedString {
+                        iid: Some(2),
+                        str: Some(b"4x2x1".to_vec()),
+                    },
+                ],
+                ..Default::default()
+            }),
+            track_descriptor: Some(TrackDescriptor {
+                uuid: Some(5),
+                thread: Some(ThreadDescriptor {
+                    pid: Some(10),
+                    tid: Some(11),
+                    thread_name: Some("train".into()),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        d.packet(&bytes(&first), &mut out).expect("first");
+        let arg = |iid: u64, name: &str| DebugAnnotation {
+            name_iid: (!inline).then_some(iid),
+            name: inline.then(|| name.to_owned()),
+            ..Default::default()
+        };
+        let args = vec![
+            DebugAnnotation {
+                string_value_iid: (!inline).then_some(1),
+                string_value: inline.then(|| "0x7f00".into()),
+                ..arg(1, arg::FUNC)
+            },
+            DebugAnnotation {
+                string_value_iid: (!inline).then_some(2),
+                string_value: inline.then(|| "4x2x1".into()),
+                ..arg(2, arg::GRID)
+            },
+            DebugAnnotation {
+                int_value: Some(-2),
+                ..arg(3, arg::RET)
+            },
+            DebugAnnotation {
+                uint_value: Some(512),
+                ..arg(4, arg::SHARED_MEM)
+            },
+        ];
+        let begin = TracePacket {
+            timestamp: Some(1_000),
+            trusted_packet_sequence_id: Some(1),
+            track_event: Some(TrackEvent {
+                r#type: Some(event_type::SLICE_BEGIN),
+                track_uuid: Some(5),
+                name_iid: (!inline).then_some(1),
+                name: inline.then(|| "cudaLaunchKernel".into()),
+                debug_annotations: args,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let end = TracePacket {
+            timestamp: Some(1_700),
+            trusted_packet_sequence_id: Some(1),
+            track_event: Some(TrackEvent {
+                r#type: Some(event_type::SLICE_END),
+                track_uuid: Some(5),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        d.packet(&bytes(&begin), &mut out).expect("begin");
+        let open_fast = matches!(
+            d.open
+                .get_mut_vec(5)
+                .and_then(|v| v.last())
+                .map(|o| &o.body),
+            Some(OpenBody::Fast { .. })
+        );
+        assert_eq!(open_fast, !inline, "path taken");
+        d.packet(&bytes(&end), &mut out).expect("end");
+        assert_eq!(out.len(), 1);
+        out.remove(0)
+    }
+
+    #[test]
+    fn fast_and_general_paths_agree() {
+        let fast = launch_call(false);
+        assert_eq!(fast, launch_call(true));
+        let ReadRecord::Cuda(c) = &fast else {
+            panic!("not a CUDA call: {fast:?}");
+        };
+        assert_eq!((c.ts_ns, c.duration_ns, c.ret), (1_000, 700, -2));
+        assert_eq!(c.thread.name, "train");
+        assert_eq!(
+            c.args,
+            CudaArgs::Launch {
+                func: 0x7f00,
+                grid: [4, 2, 1],
+                block: [0; 3],
+                shared_mem: 512,
+                stream: 0,
+            }
+        );
+    }
+
+    #[test]
+    fn slot_reuse_rewrites_every_field() {
+        let rec = launch_call(false);
+        let mut slot = ReadRecord::Cuda(CudaCallRecord {
+            ts_ns: 1,
+            duration_ns: 2,
+            thread: ThreadRef {
+                pid: 1,
+                tid: 2,
+                name: "other-thread-name".into(),
+            },
+            op: CudaOp::Malloc,
+            ret: 9,
+            args: CudaArgs::HostFree { ptr: 1 },
+            clamped_from_ns: Some(3),
+        });
+        let ReadRecord::Cuda(c) = &rec else {
+            panic!("not a CUDA call");
+        };
+        let Some(TrackKind::Thread(t)) = Some(TrackKind::Thread(c.thread.clone())) else {
+            return;
+        };
+        let slots = Slots::EMPTY;
+        let a = SlotArgs {
+            s: &slots,
+            strings: None,
+        };
+        put_cuda(&mut slot, c.ts_ns, c.duration_ns, &t, c.op, &a);
+        let ReadRecord::Cuda(s) = &slot else {
+            panic!("slot kind changed");
+        };
+        assert_eq!(
+            (
+                s.ts_ns,
+                s.duration_ns,
+                &s.thread,
+                s.op,
+                s.ret,
+                s.clamped_from_ns
+            ),
+            (c.ts_ns, c.duration_ns, &c.thread, c.op, 0, None)
+        );
     }
 }

@@ -16,9 +16,11 @@
 //! ```
 //! - A directory is read file by file (`*.pftrace`, oldest first by modification time, then
 //!   name); each file is self-contained.
-//! - Files are read packet by packet through a `BufReader`: memory is bounded by the open
+//! - Files are read in 1 MiB chunks and decoded packet by packet in place: memory is bounded by the open
 //!   slices, not the file size. A truncated last packet ends the file quietly
 //!   ([`TraceReader::truncated_files`] says which).
+//! - Fast scans: [`TraceReader::next_into`] reuses one record's allocations (the thread name,
+//!   `next_comm`) from call to call; the iterator hands out fresh records.
 //! - Slices come out when they end: records are in end order on the main sequence, and late
 //!   records (written after later ones) come where they were written.
 //! - The time filter keeps records whose interval overlaps the range; session and statistics
@@ -29,10 +31,11 @@
 
 mod decoder;
 mod framing;
+mod scan;
 mod types;
 
-pub use decoder::FileDecoder;
-pub use framing::PacketReader;
+pub use decoder::{FileDecoder, empty_record};
+pub use framing::{ChunkedPackets, PacketReader};
 pub use types::{
     CounterKind, CounterSample, CudaCallRecord, LabelInterval, LifecycleRecord, OffCpuRecord,
     ReadRecord, SessionRecord, ThreadRef,
@@ -40,7 +43,6 @@ pub use types::{
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -94,11 +96,8 @@ pub fn recording_files(path: &Path) -> Result<Vec<PathBuf>> {
 /// Streams [`ReadRecord`]s from a file or directory.
 pub struct TraceReader {
     files: VecDeque<PathBuf>,
-    current: Option<(PathBuf, PacketReader<BufReader<File>>, FileDecoder)>,
+    current: Option<(PathBuf, ChunkedPackets<File>, FileDecoder)>,
     range: TimeRange,
-    buf: Vec<u8>,
-    ready: VecDeque<ReadRecord>,
-    scratch: Vec<ReadRecord>,
     truncated: Vec<PathBuf>,
     packets: u64,
 }
@@ -113,9 +112,6 @@ impl TraceReader {
             files: files.into(),
             current: None,
             range,
-            buf: Vec::new(),
-            ready: VecDeque::new(),
-            scratch: Vec::new(),
             truncated: Vec::new(),
             packets: 0,
         }
@@ -131,40 +127,50 @@ impl TraceReader {
         self.packets
     }
 
-    fn next_record(&mut self) -> Result<Option<ReadRecord>> {
+    /// The next record into `rec`, reusing its allocations when it holds a record of the same
+    /// kind (a scan over millions of CUDA calls then allocates nothing per record). `false`
+    /// at the end of the recording, when `rec` holds no meaningful record. An error ends the
+    /// stream, as with the iterator.
+    pub fn next_into(&mut self, rec: &mut ReadRecord) -> Result<bool> {
+        let r = self.next_inner(rec);
+        if r.is_err() {
+            // The file's state can no longer be trusted.
+            self.files.clear();
+            self.current = None;
+        }
+        r
+    }
+
+    fn next_inner(&mut self, rec: &mut ReadRecord) -> Result<bool> {
         loop {
-            if let Some(r) = self.ready.pop_front() {
-                return Ok(Some(r));
-            }
             if self.current.is_none() {
                 let Some(path) = self.files.pop_front() else {
-                    return Ok(None);
+                    return Ok(false);
                 };
                 let file =
                     File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-                let reader = PacketReader::new(BufReader::with_capacity(256 * 1024, file));
-                self.current = Some((path, reader, FileDecoder::new()));
+                self.current = Some((path, ChunkedPackets::new(file), FileDecoder::new()));
             }
             let Some((path, reader, decoder)) = self.current.as_mut() else {
                 continue;
             };
             let got = reader
-                .next_into(&mut self.buf)
+                .next_range()
                 .with_context(|| format!("reading {}", path.display()))?;
-            if !got {
+            let Some(range) = got else {
                 if reader.truncated() {
                     self.truncated.push(path.clone());
                 }
                 self.current = None;
                 continue;
-            }
+            };
             self.packets += 1;
-            decoder
-                .packet(&self.buf, &mut self.scratch)
+            let done = decoder
+                .packet_into(&reader.buf()[range], rec)
                 .with_context(|| format!("{} at offset {}", path.display(), reader.offset()))?;
-            let range = self.range;
-            self.ready
-                .extend(self.scratch.drain(..).filter(|r| range.admits(r)));
+            if done && self.range.admits(rec) {
+                return Ok(true);
+            }
         }
     }
 }
@@ -173,15 +179,11 @@ impl Iterator for TraceReader {
     type Item = Result<ReadRecord>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        match self.next_record() {
-            Ok(Some(r)) => Some(Ok(r)),
-            Ok(None) => None,
-            Err(e) => {
-                // One error ends the stream: the file's state can no longer be trusted.
-                self.files.clear();
-                self.current = None;
-                Some(Err(e))
-            }
+        let mut rec = empty_record();
+        match self.next_into(&mut rec) {
+            Ok(true) => Some(Ok(rec)),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
         }
     }
 }

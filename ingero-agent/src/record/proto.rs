@@ -227,3 +227,268 @@ pub struct DebugAnnotation {
     #[prost(uint64, optional, tag = "17")]
     pub string_value_iid: Option<u64>,
 }
+
+/// Hand-written encoding of the hot messages (`TracePacket`, `TrackEvent`,
+/// `DebugAnnotation`): prost's generic encoder walks every optional field and sizes nested
+/// messages once per enclosing level, which made encoding the writer's largest cost. The rare
+/// nested messages (interned data, descriptors, clock snapshots, defaults) still go through
+/// prost. The output is ordinary protobuf; fields are written in tag order.
+pub mod wire {
+    use super::{DebugAnnotation, TracePacket, TrackEvent};
+    use prost::Message;
+    use prost::encoding::message;
+
+    #[inline(always)]
+    pub fn varint_len(v: u64) -> usize {
+        ((64 - (v | 1).leading_zeros()) as usize).div_ceil(7)
+    }
+
+    #[inline(always)]
+    pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    #[inline(always)]
+    fn key_len(tag: u32) -> usize {
+        varint_len(u64::from(tag) << 3)
+    }
+
+    #[inline(always)]
+    fn put_key(out: &mut Vec<u8>, tag: u32, wire_type: u8) {
+        put_varint(out, (u64::from(tag) << 3) | u64::from(wire_type));
+    }
+
+    #[inline(always)]
+    fn vlen(tag: u32, v: Option<u64>) -> usize {
+        v.map_or(0, |v| key_len(tag) + varint_len(v))
+    }
+
+    #[inline(always)]
+    fn blen(tag: u32, b: Option<&[u8]>) -> usize {
+        b.map_or(0, |b| key_len(tag) + varint_len(b.len() as u64) + b.len())
+    }
+
+    #[inline(always)]
+    fn put_v(out: &mut Vec<u8>, tag: u32, v: Option<u64>) {
+        if let Some(v) = v {
+            put_key(out, tag, 0);
+            put_varint(out, v);
+        }
+    }
+
+    #[inline(always)]
+    fn put_b(out: &mut Vec<u8>, tag: u32, b: Option<&[u8]>) {
+        if let Some(b) = b {
+            put_key(out, tag, 2);
+            put_varint(out, b.len() as u64);
+            out.extend_from_slice(b);
+        }
+    }
+
+    // Signed protobuf ints (int32/int64) are sign-extended to 64 bits on the wire.
+    fn i32v(v: Option<i32>) -> Option<u64> {
+        v.map(|v| i64::from(v) as u64)
+    }
+
+    fn da_len(d: &DebugAnnotation) -> usize {
+        vlen(1, d.name_iid)
+            + vlen(2, d.bool_value.map(u64::from))
+            + vlen(3, d.uint_value)
+            + vlen(4, d.int_value.map(|v| v as u64))
+            + blen(6, d.string_value.as_deref().map(str::as_bytes))
+            + vlen(7, d.pointer_value)
+            + blen(10, d.name.as_deref().map(str::as_bytes))
+            + vlen(17, d.string_value_iid)
+    }
+
+    fn put_da(out: &mut Vec<u8>, d: &DebugAnnotation) {
+        put_v(out, 1, d.name_iid);
+        put_v(out, 2, d.bool_value.map(u64::from));
+        put_v(out, 3, d.uint_value);
+        put_v(out, 4, d.int_value.map(|v| v as u64));
+        put_b(out, 6, d.string_value.as_deref().map(str::as_bytes));
+        put_v(out, 7, d.pointer_value);
+        put_b(out, 10, d.name.as_deref().map(str::as_bytes));
+        put_v(out, 17, d.string_value_iid);
+    }
+
+    fn te_len(t: &TrackEvent) -> usize {
+        let mut n = t
+            .category_iids
+            .iter()
+            .map(|c| key_len(3) + varint_len(*c))
+            .sum::<usize>();
+        for d in &t.debug_annotations {
+            let l = da_len(d);
+            n += key_len(4) + varint_len(l as u64) + l;
+        }
+        n + vlen(9, i32v(t.r#type))
+            + vlen(10, t.name_iid)
+            + vlen(11, t.track_uuid)
+            + blen(23, t.name.as_deref().map(str::as_bytes))
+            + vlen(30, t.counter_value.map(|v| v as u64))
+    }
+
+    fn put_te(out: &mut Vec<u8>, t: &TrackEvent) {
+        for c in &t.category_iids {
+            put_v(out, 3, Some(*c));
+        }
+        for d in &t.debug_annotations {
+            put_key(out, 4, 2);
+            put_varint(out, da_len(d) as u64);
+            put_da(out, d);
+        }
+        put_v(out, 9, i32v(t.r#type));
+        put_v(out, 10, t.name_iid);
+        put_v(out, 11, t.track_uuid);
+        put_b(out, 23, t.name.as_deref().map(str::as_bytes));
+        put_v(out, 30, t.counter_value.map(|v| v as u64));
+    }
+
+    fn packet_len(p: &TracePacket, te: usize) -> usize {
+        p.clock_snapshot
+            .as_ref()
+            .map_or(0, |m| message::encoded_len(6, m))
+            + vlen(8, p.timestamp)
+            + vlen(10, p.trusted_packet_sequence_id.map(u64::from))
+            + p.track_event
+                .as_ref()
+                .map_or(0, |_| key_len(11) + varint_len(te as u64) + te)
+            + p.interned_data
+                .as_ref()
+                .map_or(0, |m| message::encoded_len(12, m))
+            + vlen(13, p.sequence_flags.map(u64::from))
+            + vlen(58, p.timestamp_clock_id.map(u64::from))
+            + p.trace_packet_defaults
+                .as_ref()
+                .map_or(0, |m| message::encoded_len(59, m))
+            + p.track_descriptor
+                .as_ref()
+                .map_or(0, |m| message::encoded_len(60, m))
+            + vlen(87, p.first_packet_on_sequence.map(u64::from))
+            + vlen(98, p.machine_id.map(u64::from))
+    }
+
+    /// Appends `p` as one `Trace.packet` field (tag, length, packet) to `out`.
+    pub fn encode_framed(p: &TracePacket, out: &mut Vec<u8>) {
+        let te = p.track_event.as_ref().map_or(0, te_len);
+        let len = packet_len(p, te);
+        out.reserve(len + 11);
+        out.push(0x0A);
+        put_varint(out, len as u64);
+        if let Some(m) = &p.clock_snapshot {
+            message::encode(6, m, out);
+        }
+        put_v(out, 8, p.timestamp);
+        put_v(out, 10, p.trusted_packet_sequence_id.map(u64::from));
+        if let Some(t) = &p.track_event {
+            put_key(out, 11, 2);
+            put_varint(out, te as u64);
+            put_te(out, t);
+        }
+        if let Some(m) = &p.interned_data {
+            message::encode(12, m, out);
+        }
+        put_v(out, 13, p.sequence_flags.map(u64::from));
+        put_v(out, 58, p.timestamp_clock_id.map(u64::from));
+        if let Some(m) = &p.trace_packet_defaults {
+            message::encode(59, m, out);
+        }
+        if let Some(m) = &p.track_descriptor {
+            message::encode(60, m, out);
+        }
+        put_v(out, 87, p.first_packet_on_sequence.map(u64::from));
+        put_v(out, 98, p.machine_id.map(u64::from));
+        debug_assert_eq!(p.encoded_len(), len);
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::super::*;
+        use super::*;
+
+        #[test]
+        fn hand_encoding_decodes_with_prost_to_the_same_packet() {
+            let te = TrackEvent {
+                r#type: Some(event_type::SLICE_BEGIN),
+                track_uuid: Some(300),
+                name_iid: Some(7),
+                name: Some("n".into()),
+                category_iids: vec![1, 200],
+                debug_annotations: vec![
+                    DebugAnnotation {
+                        name_iid: Some(3),
+                        uint_value: Some(u64::MAX),
+                        ..Default::default()
+                    },
+                    DebugAnnotation {
+                        name: Some("k".into()),
+                        int_value: Some(-35),
+                        ..Default::default()
+                    },
+                    DebugAnnotation {
+                        name_iid: Some(9),
+                        string_value: Some("text".into()),
+                        bool_value: Some(true),
+                        pointer_value: Some(0x7f00),
+                        string_value_iid: Some(70_000),
+                        ..Default::default()
+                    },
+                ],
+                counter_value: Some(-1),
+            };
+            let packets = [
+                TracePacket {
+                    timestamp: Some(123_456_789),
+                    trusted_packet_sequence_id: Some(1),
+                    sequence_flags: Some(SEQ_NEEDS_INCREMENTAL_STATE),
+                    track_event: Some(te),
+                    machine_id: Some(0xdead_beef),
+                    ..Default::default()
+                },
+                TracePacket {
+                    first_packet_on_sequence: Some(true),
+                    timestamp_clock_id: Some(64),
+                    clock_snapshot: Some(ClockSnapshot {
+                        clocks: vec![Clock {
+                            clock_id: Some(64),
+                            timestamp: Some(5),
+                            is_incremental: Some(true),
+                        }],
+                    }),
+                    interned_data: Some(InternedData {
+                        event_names: vec![EventName {
+                            iid: Some(1),
+                            name: Some("cudaMalloc".into()),
+                        }],
+                        ..Default::default()
+                    }),
+                    trace_packet_defaults: Some(TracePacketDefaults {
+                        timestamp_clock_id: Some(64),
+                        track_event_defaults: None,
+                    }),
+                    track_descriptor: Some(TrackDescriptor {
+                        uuid: Some(2),
+                        name: Some("t".into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                TracePacket::default(),
+            ];
+            for p in packets {
+                let mut out = Vec::new();
+                encode_framed(&p, &mut out);
+                let mut want = vec![0x0A];
+                p.encode_length_delimited(&mut want).expect("prost");
+                assert_eq!(out.len(), want.len());
+                let back = TracePacket::decode_length_delimited(&out[1..]).expect("decode");
+                assert_eq!(back, p);
+            }
+        }
+    }
+}

@@ -13,7 +13,6 @@ use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use prost::Message;
 
 use super::clocks::{ClockOffsets, machine_id, monotonic_now_ns, realtime_now_ns};
 use super::config::{CLOCK_SNAPSHOT_INTERVAL_NS, FinalStats, RecorderConfig};
@@ -310,9 +309,7 @@ impl Recorder {
     fn encode(&mut self, pkt: &TracePacket) -> Result<()> {
         self.scratch.clear();
         // `Trace.packet` (field 1, length-delimited): a file is a concatenation of these.
-        self.scratch.push(0x0A);
-        pkt.encode_length_delimited(&mut self.scratch)
-            .context("encoding a packet")?;
+        super::proto::wire::encode_framed(pkt, &mut self.scratch);
         let file = self.file.as_mut().context("no open trace file")?;
         file.write_all(&self.scratch)
     }

@@ -460,3 +460,20 @@ fn packets_are_small_on_a_launch_workload() {
     assert!(per_call < 64.0, "{per_call:.1} bytes per call");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn next_into_yields_what_the_iterator_yields() {
+    let dir = tmp_dir("next-into");
+    let mut records = synth::scenario();
+    records.extend(synth::launches(500, T0 + 30 * MS));
+    let (files, _) = write_all(config(Some(dir.join("n.pftrace")), None), &records);
+    let want = read_all(files.clone());
+    let mut reader = TraceReader::from_files(files, TimeRange::all());
+    let mut rec = crate::read::empty_record();
+    let mut got = Vec::new();
+    while reader.next_into(&mut rec).expect("next_into") {
+        got.push(rec.clone());
+    }
+    assert_eq!(got, want);
+    let _ = std::fs::remove_dir_all(&dir);
+}

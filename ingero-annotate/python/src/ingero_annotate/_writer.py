@@ -17,7 +17,7 @@ import threading
 import time
 import weakref
 
-from ._contract import encode_annotation
+from ._contract import encode_annotation, encode_plain
 from ._paths import default_socket_path
 from ._span import Span
 
@@ -27,7 +27,12 @@ logger = logging.getLogger("ingero.annotate")
 # so a late agent is found within seconds without a retry storm.
 _BACKOFF_INITIAL = 0.1
 _BACKOFF_MAX = 5.0
-_SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
+# The socket is non-blocking already; MSG_DONTWAIT also makes each send
+# non-blocking on its own, so no fcntl or poll is ever needed per call.
+_SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0) | getattr(socket, "MSG_DONTWAIT", 0)
+# Bound once: write() is the hot path and a module attribute lookup per
+# call is measurable there.
+_time_ns = time.time_ns
 
 # Every live writer, so the fork handler can reset them in the child.
 _WRITERS: "weakref.WeakSet[AnnotationWriter]" = weakref.WeakSet()
@@ -89,8 +94,33 @@ class AnnotationWriter:
         returned.
         """
         if ts_ns is None:
-            ts_ns = time.time_ns()
-        return self._send(encode_annotation(labels, pid=pid, ts_ns=ts_ns))
+            ts_ns = _time_ns()
+        line = encode_plain(labels, pid, ts_ns)
+        if line is None:
+            line = encode_annotation(labels, pid=pid, ts_ns=ts_ns)
+        # The common case inline: connected, nothing left over from a
+        # partial send. One lock, one send syscall, nothing else.
+        with self._lock:
+            sock = self._sock
+            if sock is None or self._pending:
+                ok = self._send_locked(line)
+            else:
+                try:
+                    n = sock.send(line, _SEND_FLAGS)
+                except (BlockingIOError, InterruptedError):
+                    ok = False
+                except OSError as exc:
+                    ok = self._reconnect_and_send_locked(line, exc)
+                else:
+                    if n < len(line):
+                        self._pending = line[n:]
+                    self.sent += 1
+                    return True
+            if ok:
+                self.sent += 1
+            else:
+                self.dropped += 1
+            return ok
 
     def span(self, labels, pid: int | None = None) -> Span:
         """A span: ``with writer.span({...}):`` sends one line with
@@ -115,18 +145,21 @@ class AnnotationWriter:
         try:
             return self._try_send_locked(line)
         except OSError as exc:
-            # The agent went away (restart, idle timeout): reconnect once
-            # right away, then fall back to backoff.
-            logger.debug("ingero annotation send failed (%s); reconnecting", exc)
+            return self._reconnect_and_send_locked(line, exc)
+
+    def _reconnect_and_send_locked(self, line: bytes, exc: OSError) -> bool:
+        # The agent went away (restart, idle timeout): reconnect once right
+        # away, then fall back to backoff.
+        logger.debug("ingero annotation send failed (%s); reconnecting", exc)
+        self._close_locked()
+        self._next_attempt = 0.0
+        if not self._connect_locked(blocking=False):
+            return False
+        try:
+            return self._try_send_locked(line)
+        except OSError:
             self._close_locked()
-            self._next_attempt = 0.0
-            if not self._connect_locked(blocking=False):
-                return False
-            try:
-                return self._try_send_locked(line)
-            except OSError:
-                self._close_locked()
-                return False
+            return False
 
     def _try_send_locked(self, line: bytes) -> bool:
         sock = self._sock

@@ -1,0 +1,106 @@
+//! [`Activity`]: per process, what happened in each of a fixed number of time bins across the
+//! selected range (GPU API time, allocation calls, net bytes allocated). Memory is fixed per
+//! process whatever the trace length; used for contention, concurrency around slow calls,
+//! allocation spikes and memory growth.
+
+use crate::record::FastMap;
+
+/// Bins across the selected range.
+pub const BINS: usize = 1024;
+
+/// One process's bins.
+#[derive(Clone)]
+pub struct ProcBins {
+    pub api_ns: Vec<u64>,
+    pub alloc_calls: Vec<u32>,
+    pub net_bytes: Vec<i64>,
+}
+
+impl ProcBins {
+    fn new() -> ProcBins {
+        ProcBins {
+            api_ns: vec![0; BINS],
+            alloc_calls: vec![0; BINS],
+            net_bytes: vec![0; BINS],
+        }
+    }
+}
+
+/// Time-binned activity of every process.
+pub struct Activity {
+    pub start_ns: u64,
+    pub bin_ns: u64,
+    pub procs: FastMap<u32, ProcBins>,
+}
+
+impl Activity {
+    pub fn new(start_ns: u64, end_ns: u64) -> Activity {
+        let span = end_ns.saturating_sub(start_ns).max(1);
+        Activity {
+            start_ns,
+            bin_ns: span.div_ceil(BINS as u64).max(1),
+            procs: FastMap::default(),
+        }
+    }
+
+    pub fn bin_of(&self, t: u64) -> usize {
+        ((t.saturating_sub(self.start_ns) / self.bin_ns) as usize).min(BINS - 1)
+    }
+
+    /// The start time of bin `b`.
+    pub fn bin_start(&self, b: usize) -> u64 {
+        self.start_ns + b as u64 * self.bin_ns
+    }
+
+    pub fn proc(&mut self, pid: u32) -> &mut ProcBins {
+        self.procs.entry(pid).or_insert_with(ProcBins::new)
+    }
+
+    /// Adds a call's API time, split across the bins it covers.
+    pub fn add_api(&mut self, pid: u32, start: u64, dur: u64) {
+        let (b0, b1) = (self.bin_of(start), self.bin_of(start + dur));
+        let (origin, bin_ns) = (self.start_ns, self.bin_ns);
+        let p = self.proc(pid);
+        if b0 == b1 {
+            p.api_ns[b0] += dur;
+            return;
+        }
+        let end = start + dur;
+        for b in b0..=b1 {
+            let lo = origin + b as u64 * bin_ns;
+            let (lo, hi) = (lo.max(start), (lo + bin_ns).min(end));
+            p.api_ns[b] += hi.saturating_sub(lo);
+        }
+    }
+
+    /// API time of processes other than `pid` in `[a, b]` (whole bins, so approximate).
+    pub fn others_api_ns(&self, pid: u32, a: u64, b: u64) -> Vec<(u32, u64)> {
+        let (b0, b1) = (self.bin_of(a), self.bin_of(b));
+        let mut out: Vec<(u32, u64)> = self
+            .procs
+            .iter()
+            .filter(|(p, _)| **p != pid)
+            .map(|(p, bins)| (*p, bins.api_ns[b0..=b1].iter().sum::<u64>()))
+            .filter(|(_, ns)| *ns > 0)
+            .collect();
+        out.sort_unstable_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_time_splits_across_bins() {
+        let mut a = Activity::new(0, BINS as u64 * 100);
+        assert_eq!(a.bin_ns, 100);
+        a.add_api(1, 50, 200);
+        let p = &a.procs[&1];
+        assert_eq!(&p.api_ns[0..4], &[50, 100, 50, 0]);
+        a.add_api(2, 120, 10);
+        assert_eq!(a.others_api_ns(1, 0, 300), vec![(2, 10)]);
+        assert_eq!(a.bin_of(u64::MAX), BINS - 1);
+    }
+}

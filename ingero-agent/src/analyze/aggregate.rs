@@ -1,0 +1,171 @@
+//! The second pass: streams the selected records once and folds them into bounded state —
+//! per-operation sketches, label groups, per-process accounting, time bins, the slowest calls
+//! with their causes, and error groups. Nothing here grows with the number of events.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use ingero_ebpf::CudaOp;
+
+use super::activity::Activity;
+use super::groups::{GroupStats, Grouping};
+use super::index::TraceIndex;
+use super::labels::ValueId;
+use super::ops::OpStats;
+use super::processes::ProcStats;
+use super::selection::Selection;
+use super::slow_calls::{OffCpuRings, SlowCalls};
+use crate::read::{ReadRecord, TraceReader};
+use crate::record::FastMap;
+
+/// Calls that returned one error code from one operation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ErrorGroup {
+    pub count: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// How long the first and the last such call took.
+    pub first_duration_ns: u64,
+    pub last_duration_ns: u64,
+    /// Processes that saw it (first few).
+    pub pids: Vec<u32>,
+}
+
+/// Task names (who ran instead), interned.
+#[derive(Default)]
+pub struct Names {
+    ids: FastMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl Names {
+    pub fn intern(&mut self, s: &str) -> u32 {
+        if let Some(id) = self.ids.get(s) {
+            return *id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(s.to_owned());
+        self.ids.insert(s.to_owned(), id);
+        id
+    }
+
+    pub fn get(&self, id: u32) -> &str {
+        self.names.get(id as usize).map_or("?", String::as_str)
+    }
+}
+
+/// Everything the second pass produced.
+pub struct Aggregate {
+    /// By op value order.
+    pub ops: BTreeMap<u16, OpStats>,
+    pub groupings: Vec<Grouping>,
+    pub procs: BTreeMap<u32, ProcStats>,
+    pub activity: Activity,
+    pub slow: SlowCalls,
+    pub errors: BTreeMap<(u16, i32), ErrorGroup>,
+    pub names: Names,
+    /// The whole selection as one group.
+    pub total: GroupStats,
+    /// Records read in this pass and events that matched the selection.
+    pub records: u64,
+    pub matched: u64,
+}
+
+/// Error groups keep this many pids.
+const ERROR_PIDS_KEPT: usize = 8;
+
+impl Aggregate {
+    pub fn op(&self, op: CudaOp) -> Option<&OpStats> {
+        self.ops.get(&(op as u16))
+    }
+}
+
+/// Streams the recording once under `sel`, grouping by each of `groupings` at the same time.
+pub fn run(ix: &TraceIndex, sel: &Selection, groupings: Vec<Vec<String>>) -> Result<Aggregate> {
+    let mut agg = Aggregate {
+        ops: BTreeMap::new(),
+        groupings: groupings
+            .into_iter()
+            .map(|keys| Grouping::new(keys, &ix.labels))
+            .collect(),
+        procs: BTreeMap::new(),
+        activity: Activity::new(sel.range.start_ns, sel.range.end_ns),
+        slow: SlowCalls::default(),
+        errors: BTreeMap::new(),
+        names: Names::default(),
+        total: GroupStats::default(),
+        records: 0,
+        matched: 0,
+    };
+    let mut rings = OffCpuRings::default();
+    let mut scratch: Vec<ValueId> = Vec::new();
+    let check_labels = !sel.labels.is_empty();
+    let reader = TraceReader::from_files(ix.files.clone(), sel.range);
+    for rec in reader {
+        let rec = rec?;
+        agg.records += 1;
+        match &rec {
+            ReadRecord::Cuda(c) => {
+                let pid = c.thread.pid;
+                if !sel.admits_pid(pid)
+                    || !sel.admits_op(c.op)
+                    || (check_labels && !sel.admits_labels(&ix.labels, pid, c.ts_ns, &mut scratch))
+                {
+                    continue;
+                }
+                agg.matched += 1;
+                agg.total.add_cuda(c);
+                agg.ops
+                    .entry(c.op as u16)
+                    .or_insert_with(|| OpStats::new(c.op))
+                    .record(c.duration_ns, c.ret);
+                for g in &mut agg.groupings {
+                    g.for_each_group(&ix.labels, pid, c.ts_ns, |s| s.add_cuda(c));
+                }
+                let net = agg.procs.entry(pid).or_default().add(c);
+                agg.activity.add_api(pid, c.ts_ns, c.duration_ns);
+                if net != 0 || matches!(c.args, crate::decode::CudaArgs::Alloc { .. }) {
+                    let b = agg.activity.bin_of(c.ts_ns);
+                    let p = agg.activity.proc(pid);
+                    p.net_bytes[b] += net;
+                    if net > 0 {
+                        p.alloc_calls[b] += 1;
+                    }
+                }
+                agg.slow.offer(c, &rings);
+                if c.ret != 0 {
+                    let e = agg.errors.entry((c.op as u16, c.ret)).or_default();
+                    if e.count == 0 || c.ts_ns < e.first_ns {
+                        e.first_ns = c.ts_ns;
+                        e.first_duration_ns = c.duration_ns;
+                    }
+                    if e.count == 0 || c.ts_ns >= e.last_ns {
+                        e.last_ns = c.ts_ns;
+                        e.last_duration_ns = c.duration_ns;
+                    }
+                    e.count += 1;
+                    if e.pids.len() < ERROR_PIDS_KEPT && !e.pids.contains(&pid) {
+                        e.pids.push(pid);
+                    }
+                }
+            }
+            ReadRecord::OffCpu(o) => {
+                let pid = o.thread.pid;
+                if !sel.admits_pid(pid)
+                    || (check_labels && !sel.admits_labels(&ix.labels, pid, o.ts_ns, &mut scratch))
+                {
+                    continue;
+                }
+                agg.matched += 1;
+                let who = agg.names.intern(&o.next_comm);
+                rings.push(o, who);
+                agg.total.add_off_cpu(o, who);
+                for g in &mut agg.groupings {
+                    g.for_each_group(&ix.labels, pid, o.ts_ns, |s| s.add_off_cpu(o, who));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(agg)
+}

@@ -1,0 +1,205 @@
+//! `ingero explain`: the incident report (findings, most severe first) or, with
+//! `--by-request`, the requests ranked by their share of GPU API time — with `--at`, only the
+//! requests active at that moment, ranked by their activity in the window around it.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::Analysis;
+use super::aggregate::Aggregate;
+use super::findings::{self, Finding, SLOW_GROUP_KEYS};
+use super::fmt;
+use super::query::{REQUEST_KEY, RequestRow, request_report};
+use super::table::{Table, csv_cell};
+
+/// The incident report.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ExplainReport {
+    /// Events that matched the selection.
+    pub events: u64,
+    pub findings: Vec<Finding>,
+}
+
+/// `explain --by-request`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RequestRanking {
+    pub caveat: String,
+    /// `--at`, on the trace clock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at_ns: Option<u64>,
+    pub requests: Vec<RequestRow>,
+}
+
+/// The label groupings the findings need: `--by KEY`, else the usual keys present.
+pub fn groupings(an: &Analysis, by: Option<&str>, by_request: bool) -> Vec<Vec<String>> {
+    if by_request {
+        return vec![vec![REQUEST_KEY.to_owned()]];
+    }
+    let labels = &an.index.labels;
+    match by {
+        Some(k) => vec![vec![k.to_owned()]],
+        None => SLOW_GROUP_KEYS
+            .iter()
+            .filter(|k| labels.key(k).is_some())
+            .map(|k| vec![(*k).to_owned()])
+            .collect(),
+    }
+}
+
+pub fn report(an: &Analysis, agg: &Aggregate) -> ExplainReport {
+    ExplainReport {
+        events: agg.matched,
+        findings: findings::run_all(an, agg),
+    }
+}
+
+pub fn ranking(an: &Analysis, agg: &Aggregate) -> RequestRanking {
+    let mut rep = request_report(an, agg);
+    if let Some(at) = an.selection.at {
+        // Active at that moment: the request's span covers it.
+        rep.requests.retain(|r| {
+            an.index
+                .labels
+                .value_id(&r.request_id)
+                .map(|v| an.index.labels.intervals_of(REQUEST_KEY, v))
+                .is_some_and(|iv| iv.iter().any(|(a, b)| *a <= at && at <= *b))
+        });
+    }
+    RequestRanking {
+        caveat: rep.caveat,
+        at_ns: an.selection.at,
+        requests: rep.requests,
+    }
+}
+
+impl ExplainReport {
+    pub fn json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        if self.findings.is_empty() {
+            let _ = writeln!(out, "no findings in {} events", self.events);
+            return out;
+        }
+        let _ = writeln!(
+            out,
+            "{} finding(s) in {} events\n",
+            self.findings.len(),
+            self.events
+        );
+        for (i, f) in self.findings.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{}. [{}] {}: {}",
+                i + 1,
+                f.severity.label(),
+                f.kind,
+                f.summary
+            );
+            let _ = writeln!(out, "   evidence:");
+            for e in &f.evidence {
+                let _ = writeln!(
+                    out,
+                    "     {}  {:>9}  {}",
+                    fmt::offset(e.offset_ns, 0),
+                    fmt::dur(e.duration_ns),
+                    e.what
+                );
+            }
+            let _ = writeln!(out, "   root cause: {}", f.root_cause);
+            let _ = writeln!(out, "   fixes:");
+            for fix in &f.fixes {
+                let _ = writeln!(out, "     - {fix}");
+            }
+            let _ = writeln!(out);
+        }
+        out
+    }
+
+    /// One row per finding (evidence and fixes joined).
+    pub fn csv(&self) -> String {
+        let mut t = Table::new(&["severity", "kind", "summary", "root_cause", "fixes"]);
+        for f in &self.findings {
+            t.push(vec![
+                f.severity.label().to_owned(),
+                f.kind.clone(),
+                f.summary.clone(),
+                f.root_cause.clone(),
+                f.fixes.join(" "),
+            ]);
+        }
+        t.csv()
+    }
+}
+
+impl RequestRanking {
+    pub fn json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    fn table(&self, origin: u64) -> Table {
+        let mut t = Table::new(&[
+            "rank",
+            "request_id",
+            "share",
+            "api",
+            "calls",
+            "sync",
+            "memcpy",
+            "launches",
+            "off_cpu",
+            "start",
+            "duration",
+        ]);
+        for (i, r) in self.requests.iter().enumerate() {
+            let s = &r.stats;
+            t.push(vec![
+                (i + 1).to_string(),
+                r.request_id.clone(),
+                format!("{:.0}%", r.share_of_api_time * 100.0),
+                fmt::dur(s.api_time_ns),
+                s.cuda_calls.to_string(),
+                fmt::dur(s.sync_time_ns),
+                fmt::dur(s.memcpy_time_ns),
+                s.launches.to_string(),
+                fmt::dur(s.off_cpu_ns),
+                fmt::offset(s.start_ns, origin),
+                fmt::dur(s.duration_ns),
+            ]);
+        }
+        t
+    }
+
+    pub fn text(&self, origin: u64) -> String {
+        let mut out = String::new();
+        if let Some(at) = self.at_ns {
+            let _ = writeln!(out, "requests active at {}\n", fmt::offset(at, origin));
+        }
+        if self.requests.is_empty() {
+            out.push_str("no requests (no `request_id` spans) in the selection\n");
+        } else {
+            out.push_str(&self.table(origin).text());
+            if let Some(top) = self.requests.first() {
+                let s = &top.stats;
+                let _ = writeln!(
+                    out,
+                    "\n{} holds {} of the GPU API time ({}), {} of it in synchronisation wait.",
+                    top.request_id,
+                    fmt::pct((top.share_of_api_time * 1e4) as u64, 10_000),
+                    fmt::dur(s.api_time_ns),
+                    fmt::dur(s.sync_time_ns)
+                );
+            }
+        }
+        let _ = writeln!(out, "\nnote: {}", self.caveat);
+        out
+    }
+
+    pub fn csv(&self, origin: u64) -> String {
+        format!("# {}\n{}", csv_cell(&self.caveat), self.table(origin).csv())
+    }
+}

@@ -1,0 +1,78 @@
+//! The first pass over a recording: its extent on the trace clock, its wall-clock reference,
+//! the session description and every label interval ([`LabelIndex`]). Memory grows with the
+//! number of annotations, not events.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::clock::{self, TraceClock};
+use super::labels::LabelIndex;
+use crate::read::{ReadRecord, SessionRecord, TimeRange, TraceReader};
+
+/// What the first pass learnt.
+pub struct TraceIndex {
+    pub files: Vec<PathBuf>,
+    pub clock: TraceClock,
+    pub labels: LabelIndex,
+    pub session: Option<SessionRecord>,
+    /// Records read in this pass.
+    pub records: u64,
+    /// Files that ended inside a packet (a killed agent).
+    pub truncated: Vec<PathBuf>,
+}
+
+impl TraceIndex {
+    pub fn build(files: Vec<PathBuf>) -> Result<TraceIndex> {
+        let mut labels = LabelIndex::default();
+        let mut session = None;
+        let (mut start, mut end) = (u64::MAX, 0u64);
+        let mut records = 0u64;
+        let mut reader = TraceReader::from_files(files.clone(), TimeRange::all());
+        for rec in reader.by_ref() {
+            let rec = rec?;
+            records += 1;
+            match &rec {
+                ReadRecord::Session(s) => {
+                    if session.is_none() {
+                        session = Some(s.clone());
+                    }
+                    continue;
+                }
+                ReadRecord::Statistics(_) => continue,
+                ReadRecord::LabelState(s) => labels.add_state(s),
+                ReadRecord::Annotation(a) => labels.add_span(a),
+                _ => {}
+            }
+            let (a, b) = rec.interval();
+            start = start.min(a);
+            end = end.max(b);
+        }
+        labels.seal();
+        if start > end {
+            // No timed records at all: an empty recording.
+            start = session.as_ref().map_or(0, |s| s.ts_ns);
+            end = start;
+        }
+        let offset = match files.first() {
+            Some(f) => clock::realtime_offset(f)?,
+            None => None,
+        };
+        let fallback = session.as_ref().and_then(|s| {
+            (s.started_realtime_ns != 0)
+                .then(|| i128::from(s.started_realtime_ns) - i128::from(s.ts_ns))
+        });
+        Ok(TraceIndex {
+            truncated: reader.truncated_files().to_vec(),
+            files,
+            clock: TraceClock {
+                start_ns: start,
+                end_ns: end,
+                real_minus_mono: offset.or(fallback),
+            },
+            labels,
+            session,
+            records,
+        })
+    }
+}

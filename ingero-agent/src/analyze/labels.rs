@@ -1,0 +1,370 @@
+//! [`LabelIndex`]: every label interval of the recording, built in the first pass and looked up
+//! per event in the second. Instant labels become the intervals during which each value held
+//! (the writer's state slices, per scope); spans keep their own interval and may overlap.
+//!
+//! An event of process P sees P's own states first and the trace-wide ones where P has none;
+//! spans scoped to P or trace-wide all apply. Lookups are by the event's start time.
+
+use std::collections::BTreeMap;
+
+use crate::read::LabelInterval;
+use crate::record::FastMap;
+use crate::timeline::record::AnnotationRecord;
+
+/// A label value, interned (index into [`LabelIndex::value`]).
+pub type ValueId = u32;
+
+#[derive(Clone, Copy, Debug)]
+struct Interval {
+    start: u64,
+    end: u64,
+    value: ValueId,
+}
+
+/// Non-overlapping state intervals of one key in one scope, sorted by start.
+#[derive(Default)]
+struct States {
+    list: Vec<Interval>,
+}
+
+/// Possibly overlapping spans of one key in one scope, sorted by start, with the running
+/// maximum of their ends so a lookup can stop scanning backwards early.
+#[derive(Default)]
+struct Spans {
+    list: Vec<Interval>,
+    max_end: Vec<u64>,
+}
+
+#[derive(Default)]
+struct KeyIndex {
+    states: FastMap<Option<u32>, States>,
+    spans: FastMap<Option<u32>, Spans>,
+}
+
+/// All label intervals of a recording.
+#[derive(Default)]
+pub struct LabelIndex {
+    keys: BTreeMap<String, KeyIndex>,
+    values: Vec<String>,
+    value_ids: FastMap<String, ValueId>,
+}
+
+/// Which key of the index (stable after [`LabelIndex::seal`]).
+#[derive(Clone, Copy)]
+pub struct KeyRef<'a> {
+    key: &'a KeyIndex,
+}
+
+impl LabelIndex {
+    fn intern(&mut self, v: &str) -> ValueId {
+        if let Some(id) = self.value_ids.get(v) {
+            return *id;
+        }
+        let id = self.values.len() as ValueId;
+        self.values.push(v.to_owned());
+        self.value_ids.insert(v.to_owned(), id);
+        id
+    }
+
+    /// Adds a state interval (`step=42` from .. to ..). Empty values (cleared keys) are skipped.
+    pub fn add_state(&mut self, s: &LabelInterval) {
+        if s.value.is_empty() {
+            return;
+        }
+        let value = self.intern(&s.value);
+        let key = self.keys.entry(s.key.clone()).or_default();
+        key.states
+            .entry(s.scope_pid)
+            .or_default()
+            .list
+            .push(Interval {
+                start: s.start_ns,
+                end: s.end_ns,
+                value,
+            });
+    }
+
+    /// Adds a span's labels (instants are covered by the state intervals).
+    pub fn add_span(&mut self, a: &AnnotationRecord) {
+        let Some(end) = a.end_ns else {
+            return;
+        };
+        let scope = a.scope.map(|s| s.pid);
+        for (k, v) in &a.labels {
+            if v.is_empty() {
+                continue;
+            }
+            let value = self.intern(v);
+            let key = self.keys.entry(k.clone()).or_default();
+            key.spans.entry(scope).or_default().list.push(Interval {
+                start: a.ts_ns,
+                end,
+                value,
+            });
+        }
+    }
+
+    /// Sorts everything for lookups; call once after the first pass.
+    pub fn seal(&mut self) {
+        for k in self.keys.values_mut() {
+            for s in k.states.values_mut() {
+                s.list.sort_by_key(|i| (i.start, i.end));
+            }
+            for s in k.spans.values_mut() {
+                s.list.sort_by_key(|i| (i.start, i.end));
+                let mut m = 0;
+                s.max_end = s
+                    .list
+                    .iter()
+                    .map(|i| {
+                        m = m.max(i.end);
+                        m
+                    })
+                    .collect();
+            }
+        }
+    }
+
+    pub fn value(&self, id: ValueId) -> &str {
+        self.values.get(id as usize).map_or("", String::as_str)
+    }
+
+    pub fn value_id(&self, v: &str) -> Option<ValueId> {
+        self.value_ids.get(v).copied()
+    }
+
+    pub fn key(&self, name: &str) -> Option<KeyRef<'_>> {
+        self.keys.get(name).map(|key| KeyRef { key })
+    }
+
+    /// Label keys in name order.
+    pub fn key_names(&self) -> impl Iterator<Item = &str> {
+        self.keys.keys().map(String::as_str)
+    }
+
+    /// Whether `name` is carried by spans (so grouping by it has overlap semantics).
+    pub fn is_span_key(&self, name: &str) -> bool {
+        self.keys.get(name).is_some_and(|k| !k.spans.is_empty())
+    }
+
+    /// The intervals during which `key` had `value` (states and spans, all scopes), unsorted.
+    pub fn intervals_of(&self, key: &str, value: ValueId) -> Vec<(u64, u64)> {
+        let Some(k) = self.keys.get(key) else {
+            return Vec::new();
+        };
+        let states = k.states.values().flat_map(|s| s.list.iter());
+        let spans = k.spans.values().flat_map(|s| s.list.iter());
+        states
+            .chain(spans)
+            .filter(|i| i.value == value)
+            .map(|i| (i.start, i.end))
+            .collect()
+    }
+}
+
+impl LabelIndex {
+    /// Every value `key` took, in a scope of `pids` (all when empty) or trace-wide, during an
+    /// interval that overlaps `range`. Lets a grouping list groups in which nothing happened.
+    pub fn values_of(&self, key: &str, pids: &[u32], range: (u64, u64)) -> Vec<ValueId> {
+        let Some(k) = self.keys.get(key) else {
+            return Vec::new();
+        };
+        let in_scope =
+            |scope: &Option<u32>| scope.is_none_or(|p| pids.is_empty() || pids.contains(&p));
+        let mut out: Vec<ValueId> = k
+            .states
+            .iter()
+            .filter(|(scope, _)| in_scope(scope))
+            .flat_map(|(_, s)| s.list.iter())
+            .chain(
+                k.spans
+                    .iter()
+                    .filter(|(scope, _)| in_scope(scope))
+                    .flat_map(|(_, s)| s.list.iter()),
+            )
+            .filter(|i| i.start <= range.1 && i.end >= range.0)
+            .map(|i| i.value)
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// The other labels in force at `t` (any scope), for showing a group with its context
+    /// (`step=3` with `phase=train`, `epoch=0`). Keys in `exclude` are left out; per key the
+    /// process-scoped value wins over the trace-wide one, then the first span found.
+    pub fn context_at(&self, t: u64, exclude: &[String]) -> Vec<(&str, &str)> {
+        let mut out = Vec::new();
+        let mut found = Vec::new();
+        for (name, key) in &self.keys {
+            if exclude.iter().any(|e| e == name) {
+                continue;
+            }
+            found.clear();
+            let mut scopes: Vec<&Option<u32>> = key.states.keys().chain(key.spans.keys()).collect();
+            // Process scopes before the trace-wide one, in a stable order.
+            scopes.sort_by_key(|s| (s.is_none(), **s));
+            scopes.dedup();
+            for scope in scopes {
+                if let Some(v) = key.states.get(scope).and_then(|st| state_at(st, t)) {
+                    found.push(v);
+                }
+                if let Some(sp) = key.spans.get(scope) {
+                    spans_at(sp, t, &mut found);
+                }
+                if !found.is_empty() {
+                    break;
+                }
+            }
+            if let Some(v) = found.first() {
+                out.push((name.as_str(), self.value(*v)));
+            }
+        }
+        out
+    }
+}
+
+impl<'a> KeyRef<'a> {
+    /// Every value `key` has for an event of `pid` at `t`: the state (own scope first, else
+    /// trace-wide) and each span containing `t`. Appended to `out`.
+    pub fn values_at(&self, pid: u32, t: u64, out: &mut Vec<ValueId>) {
+        let own = self.key.states.get(&Some(pid)).and_then(|s| state_at(s, t));
+        let state = own.or_else(|| self.key.states.get(&None).and_then(|s| state_at(s, t)));
+        if let Some(v) = state {
+            out.push(v);
+        }
+        for scope in [Some(pid), None] {
+            if let Some(s) = self.key.spans.get(&scope) {
+                spans_at(s, t, out);
+            }
+        }
+    }
+}
+
+fn state_at(s: &States, t: u64) -> Option<ValueId> {
+    let idx = s.list.partition_point(|i| i.start <= t);
+    let i = s.list.get(idx.checked_sub(1)?)?;
+    // A state slice ends where the next begins: half-open, so a boundary event belongs to
+    // the new value.
+    (t < i.end || (t == i.end && i.start == i.end)).then_some(i.value)
+}
+
+fn spans_at(s: &Spans, t: u64, out: &mut Vec<ValueId>) {
+    let mut idx = s.list.partition_point(|i| i.start <= t);
+    while idx > 0 {
+        idx -= 1;
+        if s.max_end[idx] < t {
+            break;
+        }
+        let i = s.list[idx];
+        if i.end >= t && !out.contains(&i.value) {
+            out.push(i.value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeline::record::Scope;
+
+    fn state(scope: Option<u32>, key: &str, value: &str, start: u64, end: u64) -> LabelInterval {
+        LabelInterval {
+            scope_pid: scope,
+            key: key.into(),
+            value: value.into(),
+            start_ns: start,
+            end_ns: end,
+            provenance_uid: 0,
+            provenance_pid: None,
+            continued: false,
+        }
+    }
+
+    fn span(scope: Option<u32>, value: &str, start: u64, end: u64) -> AnnotationRecord {
+        AnnotationRecord {
+            labels: vec![("request_id".into(), value.into())],
+            scope: scope.map(|pid| Scope { pid, start_time: 1 }),
+            ts_ns: start,
+            end_ns: Some(end),
+            provenance_uid: 0,
+            provenance_pid: None,
+        }
+    }
+
+    #[test]
+    fn values_of_lists_every_value_in_scope_and_range() {
+        let mut idx = LabelIndex::default();
+        idx.add_state(&state(Some(7), "step", "1", 0, 10));
+        idx.add_state(&state(Some(7), "step", "2", 10, 20));
+        idx.add_state(&state(Some(8), "step", "9", 0, 20));
+        idx.add_state(&state(None, "step", "5", 30, 40));
+        idx.seal();
+        let names = |ids: Vec<ValueId>| {
+            ids.into_iter()
+                .map(|v| idx.value(v).to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(idx.values_of("step", &[7], (0, 100))),
+            ["1", "2", "5"]
+        );
+        assert_eq!(names(idx.values_of("step", &[], (15, 25))), ["2", "9"]);
+        assert!(idx.values_of("phase", &[], (0, 100)).is_empty());
+    }
+
+    #[test]
+    fn context_names_the_other_labels_in_force_preferring_the_process_scope() {
+        let mut idx = LabelIndex::default();
+        idx.add_state(&state(Some(7), "phase", "train", 0, 100));
+        idx.add_state(&state(None, "phase", "val", 0, 100));
+        idx.add_state(&state(Some(7), "step", "3", 10, 20));
+        idx.add_span(&span(None, "r-1", 5, 50));
+        idx.seal();
+        let ctx = idx.context_at(10, &["step".to_string()]);
+        assert_eq!(ctx, vec![("phase", "train"), ("request_id", "r-1")]);
+        assert!(
+            idx.context_at(200, &[]).is_empty(),
+            "nothing holds after the intervals"
+        );
+    }
+
+    #[test]
+    fn states_prefer_the_process_scope_and_spans_overlap() {
+        let mut ix = LabelIndex::default();
+        ix.add_state(&state(Some(7), "step", "1", 10, 20));
+        ix.add_state(&state(Some(7), "step", "2", 20, 30));
+        ix.add_state(&state(None, "step", "g", 0, 100));
+        ix.add_span(&span(Some(7), "a", 5, 50));
+        ix.add_span(&span(None, "b", 25, 26));
+        ix.add_span(&span(Some(8), "c", 0, 100));
+        ix.seal();
+        let step = ix.key("step").expect("step indexed");
+        let names = |ids: &[ValueId]| {
+            ids.iter()
+                .map(|i| ix.value(*i).to_owned())
+                .collect::<Vec<_>>()
+        };
+        let mut out = Vec::new();
+        step.values_at(7, 20, &mut out);
+        assert_eq!(names(&out), ["2"]);
+        out.clear();
+        step.values_at(7, 35, &mut out);
+        assert_eq!(names(&out), ["g"], "trace-wide where the process has none");
+        out.clear();
+        step.values_at(9, 15, &mut out);
+        assert_eq!(names(&out), ["g"]);
+        let req = ix.key("request_id").expect("request_id indexed");
+        out.clear();
+        req.values_at(7, 25, &mut out);
+        let mut got = names(&out);
+        got.sort();
+        assert_eq!(got, ["a", "b"], "overlapping spans both count");
+        out.clear();
+        req.values_at(7, 60, &mut out);
+        assert!(out.is_empty());
+        assert!(ix.is_span_key("request_id") && !ix.is_span_key("step"));
+        let a = ix.value_id("a").expect("a interned");
+        assert_eq!(ix.intervals_of("request_id", a), vec![(5, 50)]);
+    }
+}

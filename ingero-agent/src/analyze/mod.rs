@@ -1,0 +1,111 @@
+//! `analyze/`: `ingero query` and `ingero explain` over recorded traces, without root.
+//!
+//! # Interface
+//! ```ignore
+//! let an = Analysis::open(Some(path), &SelectionSpec { since: Some("5m".into()), ..Default::default() })?;
+//! let q = analyze::query(&an, &QueryMode::GroupBy(vec!["step".into()]))?;   // QueryReport
+//! println!("{}", q.text(an.origin()));   // or q.json(), q.csv(origin)
+//! let e = analyze::explain(&an, None)?;   // ExplainReport: findings, most severe first
+//! let r = analyze::rank_requests(&an)?;   // RequestRanking: caveat + requests
+//! analyze::events::write(&an, EventFormat::Json, &mut stdout)?;   // --events
+//! ```
+//!
+//! # How it reads
+//! Two passes over the files. The first ([`index`]) learns the recording's extent, its wall
+//! clock and every label interval; with those the selection is resolved (`--since` counts back
+//! from the end of the recording, wall times map through the clock snapshot). The second
+//! ([`aggregate`]) streams the selected events once into bounded state: per-operation sketches,
+//! label groups, per-process accounting, fixed time bins and the slowest calls with their
+//! causes. Memory grows with groups, processes and annotations, never with events.
+//!
+//! Findings live one rule per file under [`findings`], thresholds as named constants.
+
+pub mod activity;
+pub mod aggregate;
+pub mod clock;
+pub mod events;
+pub mod explain;
+pub mod findings;
+pub mod fmt;
+pub mod groups;
+pub mod index;
+pub mod intervals;
+pub mod labels;
+pub mod ops;
+pub mod processes;
+pub mod query;
+pub mod selection;
+pub mod slow_calls;
+pub mod source;
+pub mod table;
+pub mod timespec;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+pub use events::EventFormat;
+pub use explain::{ExplainReport, RequestRanking};
+pub use findings::{Evidence, Finding, Severity};
+pub use index::TraceIndex;
+pub use query::{OVERLAP_CAVEAT, QueryMode, QueryReport};
+pub use selection::{Selection, SelectionSpec};
+
+/// A recording opened for analysis: its first pass done and the selection resolved.
+pub struct Analysis {
+    /// What the user named (or the default recording's newest file).
+    pub source: PathBuf,
+    pub index: TraceIndex,
+    pub selection: Selection,
+}
+
+impl Analysis {
+    /// Finds the recording (see [`source::resolve`]), indexes it and resolves `spec`.
+    pub fn open(trace: Option<&Path>, spec: &SelectionSpec) -> Result<Analysis> {
+        let (files, source) = source::resolve(trace)?;
+        Self::from_files(files, source, spec)
+    }
+
+    pub fn from_files(
+        files: Vec<PathBuf>,
+        source: PathBuf,
+        spec: &SelectionSpec,
+    ) -> Result<Analysis> {
+        let index = TraceIndex::build(files)?;
+        for f in &index.truncated {
+            tracing::warn!(file = %f.display(), "recording ends inside a packet (agent killed?); read up to the last complete one");
+        }
+        let selection = spec.resolve(&index.clock, &index.labels)?;
+        Ok(Analysis {
+            source,
+            index,
+            selection,
+        })
+    }
+
+    /// The recording's first instant: text output shows times as offsets from it.
+    pub fn origin(&self) -> u64 {
+        self.index.clock.start_ns
+    }
+}
+
+/// `ingero query`.
+pub fn query(an: &Analysis, mode: &QueryMode) -> Result<QueryReport> {
+    let agg = aggregate::run(&an.index, &an.selection, query::groupings_for(mode))?;
+    Ok(query::report(an, &agg, mode))
+}
+
+/// `ingero explain`; `by` is `--by KEY` for the slow-group rule.
+pub fn explain(an: &Analysis, by: Option<&str>) -> Result<ExplainReport> {
+    let agg = aggregate::run(&an.index, &an.selection, explain::groupings(an, by, false))?;
+    Ok(explain::report(an, &agg))
+}
+
+/// `ingero explain --by-request`.
+pub fn rank_requests(an: &Analysis) -> Result<RequestRanking> {
+    let agg = aggregate::run(&an.index, &an.selection, explain::groupings(an, None, true))?;
+    Ok(explain::ranking(an, &agg))
+}

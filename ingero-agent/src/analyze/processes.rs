@@ -1,0 +1,107 @@
+//! Per-process accounting: name, GPU API time, device memory allocated and freed (with the
+//! live allocations by pointer, so frees without a recorded size still count), failed
+//! allocations and the first calls of each operation (for cold start).
+
+use ingero_ebpf::CudaOp;
+
+use crate::decode::CudaArgs;
+use crate::read::CudaCallRecord;
+use crate::record::FastMap;
+
+/// First calls kept per process and operation, for the cold-start rule.
+pub const FIRST_CALLS: usize = 5;
+/// Failed allocations kept per process as evidence.
+const FAILED_KEPT: usize = 8;
+
+/// A failed allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FailedAlloc {
+    pub ts_ns: u64,
+    pub op: CudaOp,
+    pub size: u64,
+    pub ret: i32,
+}
+
+/// One process.
+#[derive(Default)]
+pub struct ProcStats {
+    pub name: String,
+    pub calls: u64,
+    pub api_ns: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub allocs: u64,
+    pub alloc_bytes: u64,
+    pub frees: u64,
+    pub freed_bytes: u64,
+    pub failed_allocs: u64,
+    pub failed: Vec<FailedAlloc>,
+    /// First and last successful allocation.
+    pub first_alloc_ns: u64,
+    pub last_alloc_ns: u64,
+    live: FastMap<u64, u64>,
+    /// The first durations of each op (up to [`FIRST_CALLS`]).
+    pub first_calls: FastMap<CudaOp, Vec<u64>>,
+}
+
+impl ProcStats {
+    /// Accounts one call; returns the net device bytes it allocated (negative: freed).
+    pub fn add(&mut self, c: &CudaCallRecord) -> i64 {
+        if self.name.is_empty() || c.thread.pid == c.thread.tid {
+            // The main thread's name is the process's; other threads only until it shows up.
+            if !c.thread.name.is_empty() && (self.name.is_empty() || c.thread.pid == c.thread.tid) {
+                self.name.clone_from(&c.thread.name);
+            }
+        }
+        let end = c.ts_ns + c.duration_ns;
+        if self.calls == 0 || c.ts_ns < self.first_ns {
+            self.first_ns = c.ts_ns;
+        }
+        self.last_ns = self.last_ns.max(end);
+        self.calls += 1;
+        self.api_ns += c.duration_ns;
+        let first = self.first_calls.entry(c.op).or_default();
+        if first.len() < FIRST_CALLS {
+            first.push(c.duration_ns);
+        }
+        match c.args {
+            CudaArgs::Alloc { size, ptr, .. } => {
+                if c.ret != 0 {
+                    self.failed_allocs += 1;
+                    if self.failed.len() < FAILED_KEPT {
+                        self.failed.push(FailedAlloc {
+                            ts_ns: c.ts_ns,
+                            op: c.op,
+                            size,
+                            ret: c.ret,
+                        });
+                    }
+                    return 0;
+                }
+                if self.allocs == 0 {
+                    self.first_alloc_ns = c.ts_ns;
+                }
+                self.last_alloc_ns = c.ts_ns;
+                self.allocs += 1;
+                self.alloc_bytes += size;
+                if let Some(p) = ptr {
+                    self.live.insert(p, size);
+                }
+                i64::try_from(size).unwrap_or(i64::MAX)
+            }
+            CudaArgs::Free { ptr, size, .. } if c.ret == 0 && ptr != 0 => {
+                let known = self.live.remove(&ptr);
+                let size = size.or(known).unwrap_or(0);
+                self.frees += 1;
+                self.freed_bytes += size;
+                -i64::try_from(size).unwrap_or(i64::MAX)
+            }
+            _ => 0,
+        }
+    }
+
+    /// Bytes allocated and not freed.
+    pub fn outstanding(&self) -> u64 {
+        self.alloc_bytes.saturating_sub(self.freed_bytes)
+    }
+}

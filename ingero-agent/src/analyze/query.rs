@@ -1,0 +1,415 @@
+//! `ingero query`: per-operation latency (default), one row per label group (`--group-by`),
+//! or per request with overlap semantics (`--by-request`), as a table, CSV or JSON.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::Analysis;
+use super::aggregate::{Aggregate, Names};
+use super::fmt;
+use super::groups::{GroupStats, Grouping, MemcpyBytes};
+use super::intervals;
+use super::labels::ValueId;
+use super::table::Table;
+
+/// The label key `--by-request` groups by.
+pub const REQUEST_KEY: &str = "request_id";
+
+/// Said with every per-request report.
+pub const OVERLAP_CAVEAT: &str = "Requests overlap in time (for example under continuous batching), so an event inside several request spans counts once for each of them and per-request totals can add up to more than the whole.";
+
+/// What `query` reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueryMode {
+    Ops,
+    GroupBy(Vec<String>),
+    ByRequest,
+}
+
+/// One operation's latency.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct OpRow {
+    pub op: String,
+    pub count: u64,
+    pub p50_ns: u64,
+    pub p95_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub total_ns: u64,
+    pub errors: u64,
+}
+
+/// The slowest call of a group.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct SlowestOp {
+    pub op: String,
+    pub ts_ns: u64,
+    pub duration_ns: u64,
+}
+
+/// A task that ran while a traced thread was preempted.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Preempter {
+    pub name: String,
+    pub ns: u64,
+}
+
+/// One label group.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct GroupRow {
+    pub labels: Map<String, Value>,
+    /// Where the group's label values held (first start, last end, within the selection).
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Wall time during which the values held.
+    pub duration_ns: u64,
+    pub cuda_calls: u64,
+    pub api_time_ns: u64,
+    pub sync_time_ns: u64,
+    pub memcpy_time_ns: u64,
+    pub memcpy_bytes: MemcpyBytes,
+    pub launches: u64,
+    pub launch_time_ns: u64,
+    pub errors: u64,
+    pub off_cpu_ns: u64,
+    pub preempted_ns: u64,
+    pub blocked_ns: u64,
+    /// Who ran instead while the group's threads were preempted, most first.
+    pub preempted_by: Vec<Preempter>,
+    pub slowest_op: Option<SlowestOp>,
+    /// Present when the grouping has overlap semantics (a span key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caveat: Option<String>,
+}
+
+/// One request of `--by-request`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RequestRow {
+    pub request_id: String,
+    /// This request's API time over the selection's (overlap semantics).
+    pub share_of_api_time: f64,
+    #[serde(flatten)]
+    pub stats: GroupRow,
+}
+
+/// `--by-request`: the caveat and the requests.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RequestReport {
+    pub caveat: String,
+    pub requests: Vec<RequestRow>,
+}
+
+/// A query's result.
+#[derive(Clone, Debug, PartialEq)]
+pub enum QueryReport {
+    Ops(Vec<OpRow>),
+    Groups(Vec<GroupRow>),
+    Requests(RequestReport),
+}
+
+/// The groupings the aggregation pass needs for `mode`.
+pub fn groupings_for(mode: &QueryMode) -> Vec<Vec<String>> {
+    match mode {
+        QueryMode::Ops => Vec::new(),
+        QueryMode::GroupBy(keys) => vec![keys.clone()],
+        QueryMode::ByRequest => vec![vec![REQUEST_KEY.to_owned()]],
+    }
+}
+
+pub fn op_rows(agg: &Aggregate) -> Vec<OpRow> {
+    let mut rows: Vec<OpRow> = agg
+        .ops
+        .values()
+        .map(|s| OpRow {
+            op: s.op.name().to_owned(),
+            count: s.count,
+            p50_ns: s.quantile(0.50),
+            p95_ns: s.quantile(0.95),
+            p99_ns: s.quantile(0.99),
+            max_ns: s.max_ns,
+            total_ns: s.total_ns,
+            errors: s.errors,
+        })
+        .collect();
+    // Where the time went first; names break ties so the order is stable.
+    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.op.cmp(&b.op)));
+    rows
+}
+
+/// Rows of one grouping, in time order.
+pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
+    let labels = &an.index.labels;
+    let range = (an.selection.range.start_ns, an.selection.range.end_ns);
+    // A group in which nothing was traced (a CPU-only step) is still a row, with zeros; not
+    // under `--label`, where such a row could be a value the filter excludes.
+    let mut empty: Vec<(Vec<ValueId>, GroupStats)> = Vec::new();
+    if let ([key], true) = (g.keys.as_slice(), an.selection.labels.is_empty()) {
+        for v in labels.values_of(key, &an.selection.pids, range) {
+            let held =
+                intervals::intersect(&[range], &intervals::union(labels.intervals_of(key, v)));
+            // A value set at the very end (held for no time) is not a group.
+            if !g.groups.contains_key([v].as_slice()) && intervals::total(&held) > 0 {
+                empty.push((vec![v], GroupStats::default()));
+            }
+        }
+    }
+    let mut rows: Vec<GroupRow> = g
+        .groups
+        .iter()
+        .chain(empty.iter().map(|(v, s)| (v, s)))
+        .map(|(values, s)| {
+            let mut held = vec![range];
+            let mut map = Map::new();
+            for (key, v) in g.keys.iter().zip(values) {
+                map.insert(key.clone(), Value::String(labels.value(*v).to_owned()));
+                let iv = intervals::union(labels.intervals_of(key, *v));
+                held = intervals::intersect(&held, &iv);
+            }
+            // The other labels in force when the group began, so a step row says its phase.
+            if let Some((start, _)) = held.first() {
+                for (k, v) in labels.context_at(*start, &g.keys) {
+                    map.insert(k.to_owned(), Value::String(v.to_owned()));
+                }
+            }
+            let mut row = group_row(map, &held, s, g.overlapping);
+            row.preempted_by = s
+                .preempters
+                .iter()
+                .map(|(w, ns)| Preempter {
+                    name: names.get(*w).to_owned(),
+                    ns: *ns,
+                })
+                .collect();
+            row.preempted_by
+                .sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.name.cmp(&b.name)));
+            row
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (a.start_ns, a.end_ns)
+            .cmp(&(b.start_ns, b.end_ns))
+            .then_with(|| label_text(&a.labels).cmp(&label_text(&b.labels)))
+    });
+    rows
+}
+
+fn group_row(
+    labels: Map<String, Value>,
+    held: &[(u64, u64)],
+    s: &GroupStats,
+    overlap: bool,
+) -> GroupRow {
+    GroupRow {
+        labels,
+        start_ns: held.first().map_or(s.first_ns, |h| h.0),
+        end_ns: held.last().map_or(s.last_ns, |h| h.1),
+        duration_ns: intervals::total(held),
+        cuda_calls: s.cuda_calls,
+        api_time_ns: s.api_time_ns,
+        sync_time_ns: s.sync_time_ns,
+        memcpy_time_ns: s.memcpy_time_ns,
+        memcpy_bytes: s.memcpy_bytes,
+        launches: s.launches,
+        launch_time_ns: s.launch_time_ns,
+        errors: s.errors,
+        off_cpu_ns: s.off_cpu_ns,
+        preempted_ns: s.preempted_ns,
+        blocked_ns: s.blocked_ns,
+        preempted_by: Vec::new(),
+        slowest_op: s.slowest.map(|x| SlowestOp {
+            op: x.op.name().to_owned(),
+            ts_ns: x.ts_ns,
+            duration_ns: x.duration_ns,
+        }),
+        caveat: overlap.then(|| OVERLAP_CAVEAT.to_owned()),
+    }
+}
+
+/// `k=v,k=v`.
+pub fn label_text(m: &Map<String, Value>) -> String {
+    m.iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Requests by API time, largest first.
+pub fn request_report(an: &Analysis, agg: &Aggregate) -> RequestReport {
+    let total = agg.total.api_time_ns;
+    let mut requests: Vec<RequestRow> = agg
+        .groupings
+        .first()
+        .map(|g| group_rows(an, &agg.names, g))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut stats| {
+            stats.caveat = None;
+            RequestRow {
+                request_id: stats
+                    .labels
+                    .get(REQUEST_KEY)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+                share_of_api_time: if total == 0 {
+                    0.0
+                } else {
+                    (stats.api_time_ns as f64 / total as f64 * 1e4).round() / 1e4
+                },
+                stats,
+            }
+        })
+        .collect();
+    requests.sort_by(|a, b| {
+        b.stats
+            .api_time_ns
+            .cmp(&a.stats.api_time_ns)
+            .then(a.stats.start_ns.cmp(&b.stats.start_ns))
+            .then_with(|| a.request_id.cmp(&b.request_id))
+    });
+    RequestReport {
+        caveat: OVERLAP_CAVEAT.to_owned(),
+        requests,
+    }
+}
+
+/// Builds the report of `mode` from an aggregation made with [`groupings_for`].
+pub fn report(an: &Analysis, agg: &Aggregate, mode: &QueryMode) -> QueryReport {
+    match mode {
+        QueryMode::Ops => QueryReport::Ops(op_rows(agg)),
+        QueryMode::GroupBy(_) => QueryReport::Groups(
+            agg.groupings
+                .first()
+                .map(|g| group_rows(an, &agg.names, g))
+                .unwrap_or_default(),
+        ),
+        QueryMode::ByRequest => QueryReport::Requests(request_report(an, agg)),
+    }
+}
+
+fn group_cells(r: &GroupRow, origin: u64) -> Vec<String> {
+    vec![
+        fmt::offset(r.start_ns, origin),
+        fmt::dur(r.duration_ns),
+        r.cuda_calls.to_string(),
+        fmt::dur(r.api_time_ns),
+        fmt::dur(r.sync_time_ns),
+        fmt::bytes(r.memcpy_bytes.h2d),
+        fmt::bytes(r.memcpy_bytes.d2h),
+        r.launches.to_string(),
+        fmt::dur(r.preempted_ns),
+        fmt::dur(r.blocked_ns),
+        r.slowest_op.as_ref().map_or_else(
+            || "-".to_owned(),
+            |s| format!("{} {}", s.op, fmt::dur(s.duration_ns)),
+        ),
+    ]
+}
+
+const GROUP_HEADERS: [&str; 11] = [
+    "start",
+    "duration",
+    "calls",
+    "api",
+    "sync",
+    "h2d",
+    "d2h",
+    "launches",
+    "preempted",
+    "blocked",
+    "slowest",
+];
+
+impl QueryReport {
+    pub fn json(&self) -> Value {
+        let v = match self {
+            QueryReport::Ops(rows) => serde_json::to_value(rows),
+            QueryReport::Groups(rows) => serde_json::to_value(rows),
+            QueryReport::Requests(r) => serde_json::to_value(r),
+        };
+        // Serialising plain structs of numbers and strings cannot fail.
+        v.unwrap_or(Value::Null)
+    }
+
+    /// The rows as a table (text and CSV share it); times are offsets from `origin`.
+    pub fn table(&self, origin: u64) -> Table {
+        match self {
+            QueryReport::Ops(rows) => {
+                let mut t =
+                    Table::new(&["op", "count", "p50", "p95", "p99", "max", "total", "errors"]);
+                for r in rows {
+                    t.push(vec![
+                        r.op.clone(),
+                        r.count.to_string(),
+                        fmt::dur(r.p50_ns),
+                        fmt::dur(r.p95_ns),
+                        fmt::dur(r.p99_ns),
+                        fmt::dur(r.max_ns),
+                        fmt::dur(r.total_ns),
+                        r.errors.to_string(),
+                    ]);
+                }
+                t
+            }
+            QueryReport::Groups(rows) => {
+                let mut h = vec!["labels"];
+                h.extend(GROUP_HEADERS);
+                let mut t = Table::new(&h);
+                for r in rows {
+                    let mut cells = vec![label_text(&r.labels)];
+                    cells.extend(group_cells(r, origin));
+                    t.push(cells);
+                }
+                t
+            }
+            QueryReport::Requests(rep) => {
+                let mut h = vec!["request_id", "share"];
+                h.extend(GROUP_HEADERS);
+                let mut t = Table::new(&h);
+                for r in &rep.requests {
+                    let mut cells = vec![
+                        r.request_id.clone(),
+                        format!("{:.0}%", r.share_of_api_time * 100.0),
+                    ];
+                    cells.extend(group_cells(&r.stats, origin));
+                    t.push(cells);
+                }
+                t
+            }
+        }
+    }
+
+    /// The caveat, when this report has overlap semantics.
+    pub fn caveat(&self) -> Option<&str> {
+        match self {
+            QueryReport::Requests(r) => Some(&r.caveat),
+            QueryReport::Groups(rows) => rows.iter().find_map(|r| r.caveat.as_deref()),
+            QueryReport::Ops(_) => None,
+        }
+    }
+
+    /// The readable form: the table, then the caveat where it applies.
+    pub fn text(&self, origin: u64) -> String {
+        let t = self.table(origin);
+        let mut out = if t.rows.is_empty() {
+            "no matching events\n".to_owned()
+        } else {
+            t.text()
+        };
+        if let Some(c) = self.caveat() {
+            let _ = writeln!(out, "\nnote: {c}");
+        }
+        out
+    }
+
+    /// CSV; the caveat, where it applies, as a leading `#` comment line.
+    pub fn csv(&self, origin: u64) -> String {
+        let body = self.table(origin).csv();
+        match self.caveat() {
+            Some(c) => format!("# {c}\n{body}"),
+            None => body,
+        }
+    }
+}

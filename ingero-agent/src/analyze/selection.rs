@@ -1,0 +1,215 @@
+//! What the user selected: a time range on the trace clock (`--since`, `--from`, `--to`,
+//! `--at`), processes (`--pid`), operations (`--op`) and labels (`--label k=v`, all must
+//! match). [`SelectionSpec`] is the text as typed; [`Selection`] is it resolved against a
+//! recording.
+
+use anyhow::{Context, Result, bail};
+use ingero_ebpf::CudaOp;
+
+use super::clock::TraceClock;
+use super::labels::{LabelIndex, ValueId};
+use super::timespec;
+use crate::read::TimeRange;
+
+/// `--at T` looks at this much time either side of T.
+pub const AT_WINDOW_NS: u64 = 1_000_000_000;
+
+/// The filters as typed on the command line.
+#[derive(Clone, Debug, Default)]
+pub struct SelectionSpec {
+    pub since: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub at: Option<String>,
+    pub pids: Vec<u32>,
+    pub ops: Vec<String>,
+    pub labels: Vec<String>,
+}
+
+/// The filters resolved against one recording.
+#[derive(Clone, Debug)]
+pub struct Selection {
+    pub range: TimeRange,
+    /// `--at`, on the trace clock.
+    pub at: Option<u64>,
+    pub pids: Vec<u32>,
+    /// Bit per `CudaOp` value; 0: every op.
+    pub op_mask: u64,
+    /// `--label k=v` pairs (a value not in the recording matches nothing).
+    pub labels: Vec<(String, Option<ValueId>)>,
+}
+
+/// Resolves a `--op` name: `cudaMalloc`, `Malloc` or `malloc`.
+pub fn parse_op(name: &str) -> Result<CudaOp> {
+    let want = name.trim().to_ascii_lowercase();
+    let bare = want.strip_prefix("cuda").unwrap_or(&want).to_owned();
+    CudaOp::ALL
+        .iter()
+        .copied()
+        .find(|op| {
+            let n = op.name().to_ascii_lowercase();
+            n == want || n.strip_prefix("cuda") == Some(bare.as_str())
+        })
+        .with_context(|| {
+            let names: Vec<&str> = CudaOp::ALL.iter().map(|o| o.name()).collect();
+            format!("unknown operation `{name}`; known: {}", names.join(", "))
+        })
+}
+
+impl SelectionSpec {
+    pub fn resolve(&self, clock: &TraceClock, labels: &LabelIndex) -> Result<Selection> {
+        let mut start = clock.start_ns;
+        let mut end = clock.end_ns;
+        if let Some(s) = &self.since {
+            let d = humantime::parse_duration(s.trim())
+                .with_context(|| format!("--since `{s}`: expected a duration such as 5m"))?;
+            let d = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+            start = start.max(clock.end_ns.saturating_sub(d));
+        }
+        let point = |text: &str, flag: &str| -> Result<u64> {
+            timespec::parse(text)
+                .and_then(|s| clock.resolve(s))
+                .with_context(|| format!("{flag} `{text}`"))
+        };
+        if let Some(f) = &self.from {
+            start = start.max(point(f, "--from")?);
+        }
+        if let Some(t) = &self.to {
+            end = end.min(point(t, "--to")?);
+        }
+        let at = match &self.at {
+            Some(a) => {
+                let t = point(a, "--at")?;
+                start = start.max(t.saturating_sub(AT_WINDOW_NS));
+                end = end.min(t.saturating_add(AT_WINDOW_NS));
+                Some(t)
+            }
+            None => None,
+        };
+        if start > end {
+            bail!(
+                "the selected time range is empty (it ends before it starts, or lies outside the recording)"
+            );
+        }
+        let mut op_mask = 0u64;
+        for o in &self.ops {
+            for name in o.split(',').filter(|n| !n.trim().is_empty()) {
+                op_mask |= 1u64 << (parse_op(name)? as u16 as u64 & 63);
+            }
+        }
+        let labels = self
+            .labels
+            .iter()
+            .map(|l| {
+                let (k, v) = l
+                    .split_once('=')
+                    .with_context(|| format!("--label `{l}`: expected KEY=VALUE"))?;
+                Ok((k.trim().to_owned(), labels.value_id(v.trim())))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Selection {
+            range: TimeRange::new(start, end),
+            at,
+            pids: self.pids.clone(),
+            op_mask,
+            labels,
+        })
+    }
+}
+
+impl Selection {
+    /// Everything in the recording.
+    pub fn all(clock: &TraceClock) -> Selection {
+        Selection {
+            range: TimeRange::new(clock.start_ns, clock.end_ns),
+            at: None,
+            pids: Vec::new(),
+            op_mask: 0,
+            labels: Vec::new(),
+        }
+    }
+
+    pub fn admits_pid(&self, pid: u32) -> bool {
+        self.pids.is_empty() || self.pids.contains(&pid)
+    }
+
+    pub fn admits_op(&self, op: CudaOp) -> bool {
+        self.op_mask == 0 || self.op_mask & (1u64 << (op as u16 as u64 & 63)) != 0
+    }
+
+    /// Whether an event of `pid` at `t` carries every `--label`.
+    pub fn admits_labels(
+        &self,
+        index: &LabelIndex,
+        pid: u32,
+        t: u64,
+        scratch: &mut Vec<ValueId>,
+    ) -> bool {
+        self.labels.iter().all(|(k, v)| {
+            let (Some(v), Some(key)) = (v, index.key(k)) else {
+                return false;
+            };
+            scratch.clear();
+            key.values_at(pid, t, scratch);
+            scratch.contains(v)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clock() -> TraceClock {
+        TraceClock {
+            start_ns: 1_000,
+            end_ns: 601_000_001_000,
+            real_minus_mono: None,
+        }
+    }
+
+    #[test]
+    fn since_is_relative_to_the_end_of_the_recording() {
+        let spec = SelectionSpec {
+            since: Some("5m".into()),
+            ..Default::default()
+        };
+        let s = spec
+            .resolve(&clock(), &LabelIndex::default())
+            .expect("resolves");
+        assert_eq!(s.range.start_ns, 301_000_001_000);
+        assert_eq!(s.range.end_ns, 601_000_001_000);
+    }
+
+    #[test]
+    fn offsets_ops_and_labels_resolve() {
+        let spec = SelectionSpec {
+            from: Some("+1s".into()),
+            to: Some("+2s".into()),
+            ops: vec!["cudaMalloc,launchkernel".into()],
+            labels: vec!["step=42".into()],
+            ..Default::default()
+        };
+        let s = spec
+            .resolve(&clock(), &LabelIndex::default())
+            .expect("resolves");
+        assert_eq!(s.range, TimeRange::new(1_000_001_000, 2_000_001_000));
+        assert!(s.admits_op(CudaOp::Malloc) && s.admits_op(CudaOp::LaunchKernel));
+        assert!(!s.admits_op(CudaOp::Free));
+        assert_eq!(s.labels, vec![("step".to_owned(), None)]);
+        let at = SelectionSpec {
+            at: Some("+10s".into()),
+            ..Default::default()
+        }
+        .resolve(&clock(), &LabelIndex::default())
+        .expect("resolves");
+        assert_eq!(at.at, Some(10_000_001_000));
+        assert_eq!(at.range, TimeRange::new(9_000_001_000, 11_000_001_000));
+        let bad = SelectionSpec {
+            from: Some("+20m".into()),
+            ..Default::default()
+        };
+        assert!(bad.resolve(&clock(), &LabelIndex::default()).is_err());
+        assert!(parse_op("cudaFrobnicate").is_err());
+    }
+}

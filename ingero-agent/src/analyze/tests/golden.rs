@@ -1,0 +1,65 @@
+//! The text output's layout, compared with files under `ingero-agent/tests/golden/`.
+//! `INGERO_UPDATE_GOLDEN=1 cargo test -p ingero-agent analyze` rewrites them after a deliberate
+//! change; review the diff.
+
+use std::path::PathBuf;
+
+use super::fixtures;
+use crate::analyze::{self, QueryMode, SelectionSpec};
+
+fn check(name: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("golden")
+        .join(name);
+    if std::env::var_os("INGERO_UPDATE_GOLDEN").is_some_and(|v| v == "1") {
+        std::fs::write(&path, actual).expect("writing golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run with INGERO_UPDATE_GOLDEN=1 to create it",
+            path.display()
+        )
+    });
+    assert!(
+        expected == actual,
+        "{} differs (INGERO_UPDATE_GOLDEN=1 to accept):\n--- expected\n{expected}\n--- actual\n{actual}",
+        path.display()
+    );
+}
+
+#[test]
+fn training_text_output() {
+    let path = fixtures::write("golden-training", fixtures::training());
+    let an = fixtures::open(&path, &SelectionSpec::default());
+    let o = an.origin();
+    check(
+        "query-ops.txt",
+        &analyze::query(&an, &QueryMode::Ops).expect("q").text(o),
+    );
+    let steps = analyze::query(&an, &QueryMode::GroupBy(vec!["step".into()])).expect("q");
+    check("query-group-by-step.txt", &steps.text(o));
+    check("query-group-by-step.csv", &steps.csv(o));
+    check(
+        "explain-training.txt",
+        &analyze::explain(&an, None).expect("e").text(),
+    );
+}
+
+#[test]
+fn serving_text_output() {
+    let path = fixtures::write("golden-serving", fixtures::serving());
+    let an = fixtures::open(&path, &SelectionSpec::default());
+    let o = an.origin();
+    check(
+        "explain-by-request.txt",
+        &analyze::rank_requests(&an).expect("r").text(o),
+    );
+    check(
+        "query-by-request.txt",
+        &analyze::query(&an, &QueryMode::ByRequest)
+            .expect("q")
+            .text(o),
+    );
+}

@@ -1,0 +1,7 @@
+//! Tests of `query` and `explain` on synthetic recordings written through the real
+//! [`Recorder`](crate::record::Recorder), each with a planted incident (`fixtures.rs`); the
+//! assertions are on the JSON (`scenarios.rs`) and on the text layout (`golden.rs`).
+
+mod fixtures;
+mod golden;
+mod scenarios;

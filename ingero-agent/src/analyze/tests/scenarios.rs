@@ -1,0 +1,278 @@
+//! Each planted incident produces its finding (and the clean trace none), asserted on the JSON
+//! the commands print.
+
+use serde_json::Value;
+
+use super::fixtures::{self, MS, T0, TRAINER};
+use crate::analyze::{self, QueryMode, SelectionSpec};
+
+fn findings_of<'a>(v: &'a Value, kind: &str) -> Vec<&'a Value> {
+    v["findings"]
+        .as_array()
+        .map(|a| a.iter().filter(|f| f["kind"] == kind).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn preemption_storm_in_step_42_is_found_and_named() {
+    let path = fixtures::write("storm", fixtures::training());
+    let an = fixtures::open(&path, &SelectionSpec::default());
+
+    let q = analyze::query(&an, &QueryMode::GroupBy(vec!["step".into()]))
+        .expect("query")
+        .json();
+    let rows = q.as_array().expect("one object per step");
+    assert_eq!(rows.len(), 10, "steps 40..=49 (50 has no events)");
+    for row in rows {
+        for key in [
+            "labels",
+            "duration_ns",
+            "cuda_calls",
+            "api_time_ns",
+            "sync_time_ns",
+            "off_cpu_ns",
+        ] {
+            assert!(row.get(key).is_some(), "{key} missing in {row}");
+        }
+    }
+    let by_step = |s: &str| {
+        rows.iter()
+            .find(|r| r["labels"]["step"] == s)
+            .unwrap_or_else(|| panic!("step {s} present"))
+    };
+    let s42 = by_step("42");
+    let s41 = by_step("41");
+    assert_eq!(s42["duration_ns"], 400 * MS);
+    assert_eq!(s41["duration_ns"], 100 * MS);
+    assert_eq!(s42["cuda_calls"], 52);
+    assert_eq!(s42["launches"], 50);
+    assert_eq!(s42["memcpy_bytes"]["h2d"], 1 << 20);
+    assert_eq!(s42["sync_time_ns"], 5 * MS);
+    assert_eq!(s42["preempted_ns"], 50 * (250_000 + 6 * MS));
+    assert_eq!(s42["blocked_ns"], 0);
+    assert_eq!(s42["preempted_by"][0]["name"], "stress-ng");
+    assert_eq!(s41["off_cpu_ns"], 0, "the storm is in step 42 only");
+    assert_eq!(s42["slowest_op"]["op"], "cudaStreamSynchronize");
+
+    let e = analyze::explain(&an, None).expect("explain").json();
+    let tail = findings_of(&e, "tail_latency");
+    assert_eq!(tail.len(), 1, "{e:#}");
+    let tail = tail[0];
+    assert_eq!(tail["severity"], "HIGH");
+    assert!(
+        tail["summary"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("cudaLaunchKernel")
+    );
+    let cause = tail["root_cause"].as_str().unwrap_or("");
+    assert!(
+        cause.contains("preemption") && cause.contains("stress-ng (100%)"),
+        "{cause}"
+    );
+    assert!(tail["evidence"].as_array().is_some_and(|a| !a.is_empty()));
+    let ev = &tail["evidence"][0];
+    assert!(
+        ev["ts_ns"].as_u64().unwrap_or(0) >= T0 + 200 * MS,
+        "slow calls lie in step 42"
+    );
+    assert!(ev["ts_ns"].as_u64().unwrap_or(0) < T0 + 600 * MS);
+    assert_eq!(ev["duration_ns"], 300_000);
+    assert!(ev["wall"].is_string(), "wall clock from the snapshot");
+
+    let slow = findings_of(&e, "slow_group");
+    assert_eq!(slow.len(), 1, "only step 42 is slow: {e:#}");
+    let summary = slow[0]["summary"].as_str().unwrap_or("");
+    assert!(
+        summary.starts_with("step=42 is 4.0x the median step"),
+        "{summary}"
+    );
+    let cause = slow[0]["root_cause"].as_str().unwrap_or("");
+    assert!(
+        cause.contains("preempted") && cause.contains("stress-ng"),
+        "{cause}"
+    );
+    assert!(findings_of(&e, "memory_leak").is_empty());
+    // Most severe first.
+    let sev: Vec<&str> = e["findings"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|f| f["severity"].as_str()).collect())
+        .unwrap_or_default();
+    let rank = |s: &str| ["HIGH", "MEDIUM", "LOW"].iter().position(|x| *x == s);
+    assert!(sev.windows(2).all(|w| rank(w[0]) <= rank(w[1])), "{sev:?}");
+}
+
+#[test]
+fn label_and_time_filters_select_step_42() {
+    let path = fixtures::write("filters", fixtures::training());
+    let spec = SelectionSpec {
+        labels: vec!["step=42".into()],
+        ops: vec!["LaunchKernel".into()],
+        pids: vec![TRAINER],
+        ..Default::default()
+    };
+    let an = fixtures::open(&path, &spec);
+    let q = analyze::query(&an, &QueryMode::Ops).expect("query").json();
+    assert_eq!(q[0]["op"], "cudaLaunchKernel");
+    assert_eq!(q[0]["count"], 50);
+    assert!(q.as_array().is_some_and(|a| a.len() == 1));
+    // The last 150 ms of the recording: steps 48 (part) and 49.
+    let an = fixtures::open(
+        &path,
+        &SelectionSpec {
+            since: Some("150ms".into()),
+            ..Default::default()
+        },
+    );
+    let q = analyze::query(&an, &QueryMode::GroupBy(vec!["step".into()]))
+        .expect("query")
+        .json();
+    let steps: Vec<&str> = q
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r["labels"]["step"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(steps, ["48", "49"]);
+    let mut out = Vec::new();
+    let an = fixtures::open(
+        &path,
+        &SelectionSpec {
+            labels: vec!["step=42".into()],
+            ..Default::default()
+        },
+    );
+    let n = analyze::events::write(&an, analyze::EventFormat::Json, &mut out).expect("events");
+    let text = String::from_utf8_lossy(&out);
+    assert_eq!(n as usize, text.lines().count());
+    assert_eq!(n, 52 + 100, "52 calls and 100 off-CPU intervals");
+    let first: Value = serde_json::from_str(text.lines().next().unwrap_or("")).expect("ndjson");
+    assert_eq!(first["labels"]["step"], "42");
+}
+
+#[test]
+fn request_r17_overlaps_the_sync_burst() {
+    let path = fixtures::write("serving", fixtures::serving());
+    let an = fixtures::open(&path, &SelectionSpec::default());
+    let r = analyze::rank_requests(&an).expect("rank").json();
+    assert!(
+        r["caveat"]
+            .as_str()
+            .is_some_and(|c| c.contains("counts once for each"))
+    );
+    let reqs = r["requests"].as_array().expect("requests");
+    assert_eq!(reqs.len(), 30);
+    assert_eq!(reqs[0]["request_id"], "r-17");
+    assert!(reqs[0]["api_time_ns"].as_u64().unwrap_or(0) > 9 * MS);
+    assert!(reqs[0]["sync_time_ns"].as_u64().unwrap_or(0) >= 4 * 2_400_000);
+    assert!(reqs[0]["blocked_ns"].as_u64().unwrap_or(0) >= 4 * 2_300_000);
+    // Overlap semantics: the per-request totals exceed the whole.
+    let total_api: u64 = analyze::query(&an, &QueryMode::Ops)
+        .expect("ops")
+        .json()
+        .as_array()
+        .map(|a| a.iter().filter_map(|o| o["total_ns"].as_u64()).sum())
+        .unwrap_or(0);
+    let sum: u64 = reqs.iter().filter_map(|r| r["api_time_ns"].as_u64()).sum();
+    assert!(sum > total_api, "{sum} vs {total_api}");
+
+    let q = analyze::query(&an, &QueryMode::ByRequest)
+        .expect("query")
+        .json();
+    assert!(q["caveat"].is_string());
+    assert_eq!(q["requests"][0]["request_id"], "r-17");
+
+    let e = analyze::explain(&an, None).expect("explain").json();
+    let slow = findings_of(&e, "slow_group");
+    assert!(
+        slow.iter().any(|f| f["summary"].as_str().is_some_and(|s| s
+            .starts_with("request_id=r-17")
+            && s.contains("synchronisation wait"))),
+        "{e:#}"
+    );
+    assert!(slow.iter().all(|f| {
+        f["root_cause"]
+            .as_str()
+            .is_some_and(|c| c.contains("counts once for each"))
+    }));
+
+    // At a moment inside r-17's own 10 ms only r-17 is active.
+    let at = fixtures::open(
+        &path,
+        &SelectionSpec {
+            at: Some("+335ms".into()),
+            ..Default::default()
+        },
+    );
+    let r = analyze::rank_requests(&at).expect("rank at").json();
+    let ids: Vec<&str> = r["requests"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x["request_id"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(ids, ["r-17"]);
+    assert!(r["at_ns"].is_u64());
+}
+
+#[test]
+fn leaking_process_is_found_with_its_growth_rate() {
+    let path = fixtures::write("leak", fixtures::leaky());
+    let an = fixtures::open(&path, &SelectionSpec::default());
+    let e = analyze::explain(&an, None).expect("explain").json();
+    let leaks = findings_of(&e, "memory_leak");
+    assert_eq!(leaks.len(), 1, "only `leaky` leaks: {e:#}");
+    let s = leaks[0]["summary"].as_str().unwrap_or("");
+    assert!(
+        s.starts_with("leaky[6000003] allocated 3.12GiB and freed 0B"),
+        "{s}"
+    );
+    assert!(s.contains("growing 653.1MiB/s"), "{s}");
+    assert_eq!(leaks[0]["severity"], "HIGH");
+    assert!(
+        leaks[0]["evidence"]
+            .as_array()
+            .is_some_and(|a| a.len() >= 4)
+    );
+    assert!(
+        findings_of(&e, "contention").is_empty(),
+        "the two processes take turns, never at the same time"
+    );
+}
+
+#[test]
+fn failed_allocations_and_error_codes_are_grouped() {
+    let t = crate::record::synth::task(fixtures::CLEAN, fixtures::CLEAN, "oom");
+    let mut recs = fixtures::clean();
+    for i in 0..3 {
+        recs.push(fixtures::malloc(t, T0 + 500 * MS + i * MS, 1 << 34, 0, 2));
+    }
+    recs.push(fixtures::malloc(t, T0 + 600 * MS, 4096, 0, 35));
+    let path = fixtures::write("errors", recs);
+    let an = fixtures::open(&path, &SelectionSpec::default());
+    let e = analyze::explain(&an, None).expect("explain").json();
+    let errs = findings_of(&e, "cuda_error");
+    assert_eq!(errs.len(), 2, "{e:#}");
+    assert!(errs.iter().any(|f| {
+        f["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("cudaErrorMemoryAllocation (2) 3 time(s)"))
+    }));
+    assert!(errs.iter().any(|f| {
+        f["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("cudaErrorInsufficientDriver (35) 1 time(s)"))
+    }));
+    let oom = findings_of(&e, "failed_allocation");
+    assert_eq!(oom.len(), 1);
+    assert_eq!(oom[0]["evidence"].as_array().map(Vec::len), Some(3));
+}
+
+#[test]
+fn clean_trace_has_no_findings() {
+    let path = fixtures::write("clean", fixtures::clean());
+    let an = fixtures::open(&path, &SelectionSpec::default());
+    let e = analyze::explain(&an, None).expect("explain").json();
+    assert_eq!(e["findings"], Value::Array(Vec::new()), "{e:#}");
+    assert!(e["events"].as_u64().unwrap_or(0) > 900);
+}

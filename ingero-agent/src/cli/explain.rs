@@ -1,0 +1,50 @@
+//! `ingero explain`: an incident report of a recording (findings, most severe first), or with
+//! `--by-request` the requests ranked by their share of GPU API time.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::query::{SelectionArgs, print};
+use crate::analyze;
+
+#[derive(Args, Debug)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub select: SelectionArgs,
+    /// Rank requests (request_id spans) by their share of GPU API time; with --at, the
+    /// requests active at that moment.
+    #[arg(long)]
+    pub by_request: bool,
+    /// The label key whose groups are compared for slow groups [default: step, epoch and
+    /// request_id where present].
+    #[arg(long, value_name = "KEY", conflicts_with = "by_request")]
+    pub by: Option<String>,
+}
+
+pub fn run(args: ExplainArgs) -> Result<ExitCode> {
+    let an = args.select.open()?;
+    let (json, csv) = (args.select.json, args.select.csv);
+    let text = if args.by_request {
+        let r = analyze::rank_requests(&an)?;
+        if json {
+            format!("{}\n", r.json())
+        } else if csv {
+            r.csv(an.origin())
+        } else {
+            r.text(an.origin())
+        }
+    } else {
+        let r = analyze::explain(&an, args.by.as_deref())?;
+        if json {
+            format!("{}\n", r.json())
+        } else if csv {
+            r.csv()
+        } else {
+            r.text()
+        }
+    };
+    print(&text)?;
+    Ok(ExitCode::SUCCESS)
+}

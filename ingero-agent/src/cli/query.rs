@@ -1,0 +1,137 @@
+//! `ingero query`: latency per operation, rows per label group, per request, or the raw
+//! events of a recording. Also defines the selection flags `explain` shares.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+use crate::analyze::{self, Analysis, EventFormat, QueryMode, SelectionSpec};
+
+/// Which recording and which part of it (shared by `query` and `explain`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct SelectionArgs {
+    /// Recording file, or a directory of rotated files [default: $INGERO_TRACE, else the
+    /// newest recording in ~/.ingero/traces/]
+    #[arg(long, value_name = "PATH")]
+    pub trace: Option<PathBuf>,
+    /// Only the last DURATION of the recording (of the recording, not of the wall clock).
+    #[arg(long, value_name = "DURATION")]
+    pub since: Option<String>,
+    /// From TIME: HH:MM[:SS], YYYY-MM-DD HH:MM[:SS] (local time unless a zone such as Z or
+    /// +02:00 is given), or +DURATION after the recording's start.
+    #[arg(long, value_name = "TIME")]
+    pub from: Option<String>,
+    /// Up to TIME (same forms as --from).
+    #[arg(long, value_name = "TIME")]
+    pub to: Option<String>,
+    /// Around TIME (one second either side); with `explain --by-request`, the requests active
+    /// then.
+    #[arg(long, value_name = "TIME")]
+    pub at: Option<String>,
+    /// Only these processes.
+    #[arg(long, value_name = "PID", value_delimiter = ',')]
+    pub pid: Vec<u32>,
+    /// Only these operations (cudaMalloc, LaunchKernel, ...).
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    pub op: Vec<String>,
+    /// Only events carrying label KEY=VALUE (repeatable; all must match).
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub label: Vec<String>,
+    /// JSON output.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// CSV output.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+impl SelectionArgs {
+    pub fn spec(&self) -> SelectionSpec {
+        SelectionSpec {
+            since: self.since.clone(),
+            from: self.from.clone(),
+            to: self.to.clone(),
+            at: self.at.clone(),
+            pids: self.pid.clone(),
+            ops: self.op.clone(),
+            labels: self.label.clone(),
+        }
+    }
+
+    pub fn open(&self) -> Result<Analysis> {
+        Analysis::open(self.trace.as_deref(), &self.spec())
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct QueryArgs {
+    #[command(flatten)]
+    pub select: SelectionArgs,
+    /// One row per distinct value of these label keys (instant labels by the interval each
+    /// value held, spans by their own interval).
+    #[arg(
+        long,
+        value_name = "KEY[,KEY]",
+        value_delimiter = ',',
+        conflicts_with = "by_request"
+    )]
+    pub group_by: Vec<String>,
+    /// One row per request_id span; an event inside overlapping requests counts for each.
+    #[arg(long)]
+    pub by_request: bool,
+    /// The raw matching events with their labels (NDJSON with --json).
+    #[arg(long, conflicts_with_all = ["group_by", "by_request"])]
+    pub events: bool,
+}
+
+/// Writes `text` to stdout; a closed pipe is not an error.
+pub fn print(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing output"),
+        _ => Ok(()),
+    }
+}
+
+pub fn run(args: QueryArgs) -> Result<ExitCode> {
+    let an = args.select.open()?;
+    if args.events {
+        let format = match (args.select.json, args.select.csv) {
+            (true, _) => EventFormat::Json,
+            (_, true) => EventFormat::Csv,
+            _ => EventFormat::Text,
+        };
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        analyze::events::write(&an, format, &mut out)?;
+        if let Err(e) = out.flush() {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                return Err(e).context("writing events");
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mode = if args.by_request {
+        QueryMode::ByRequest
+    } else if !args.group_by.is_empty() {
+        let keys: Vec<String> = args.group_by.iter().map(|k| k.trim().to_owned()).collect();
+        if keys.iter().any(String::is_empty) {
+            bail!("--group-by: empty key");
+        }
+        QueryMode::GroupBy(keys)
+    } else {
+        QueryMode::Ops
+    };
+    let report = analyze::query(&an, &mode)?;
+    let text = if args.select.json {
+        format!("{}\n", report.json())
+    } else if args.select.csv {
+        report.csv(an.origin())
+    } else {
+        report.text(an.origin())
+    };
+    print(&text)?;
+    Ok(ExitCode::SUCCESS)
+}

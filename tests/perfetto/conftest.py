@@ -1,1 +1,0 @@
-"""Lets the tests import trace_checks from this folder."""

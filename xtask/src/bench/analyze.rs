@@ -1,0 +1,185 @@
+//! `cargo xtask bench analyze`: `ingero query` and `ingero explain` on a generated recording
+//! of 10 million CUDA calls, side by side with the reader's raw scan of the same file. Each
+//! command runs as a child; wall time, CPU time and peak RSS come from `wait4`'s rusage of
+//! that child alone. Targets (issue 5): under 3 s and 300 MB each, at least 20 M events per
+//! second per core.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+use crate::util::{run as run_cmd, workspace_root};
+
+/// Events in the generated recording.
+pub const EVENTS: u64 = 10_000_000;
+
+/// One measured command.
+pub struct Measured {
+    pub name: String,
+    pub wall_s: f64,
+    pub cpu_s: f64,
+    pub max_rss_mb: f64,
+}
+
+fn measure(name: &str, cmd: &mut Command) -> Result<Measured> {
+    let shown = format!("{cmd:?}");
+    let start = Instant::now();
+    let child = cmd
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {shown}"))?;
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: all-zero is a valid rusage (plain integers).
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own child, not yet reaped (the Child handle is never waited on);
+    // status and ru are valid for writes.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    let wall_s = start.elapsed().as_secs_f64();
+    if r != pid {
+        bail!("wait4 on {shown} failed");
+    }
+    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        bail!("{shown} failed (status {status})");
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Ok(Measured {
+        name: name.to_owned(),
+        wall_s,
+        cpu_s: tv(ru.ru_utime) + tv(ru.ru_stime),
+        // ru_maxrss is in KiB on Linux.
+        max_rss_mb: ru.ru_maxrss as f64 * 1024.0 / 1e6,
+    })
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(workspace_root());
+    c
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+        .join("release")
+}
+
+/// Builds, generates the recording (kept between runs in the target directory) and measures.
+pub fn run() -> Result<String> {
+    run_cmd(cargo().args([
+        "build",
+        "--release",
+        "-q",
+        "-p",
+        "ingero-agent",
+        "--bin",
+        "ingero",
+        "--example",
+        "synth-trace",
+        "--example",
+        "scan-trace",
+    ]))?;
+    let bin = target_dir();
+    let dir = bin.join("bench-analyze");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let trace = dir.join(format!("synth-{EVENTS}.pftrace"));
+    if !trace.exists() {
+        run_cmd(
+            Command::new(bin.join("examples/synth-trace"))
+                .arg(&trace)
+                .args([
+                    "--events",
+                    &EVENTS.to_string(),
+                    "--max-file-size",
+                    "100000000000",
+                ]),
+        )?;
+    }
+    let size = std::fs::metadata(&trace).map(|m| m.len()).unwrap_or(0);
+    let records = scan_count(&bin, &trace)?;
+    let ingero = bin.join("ingero");
+    let t = trace.to_string_lossy().into_owned();
+    let runs = [
+        (
+            "reader raw scan",
+            vec![
+                bin.join("examples/scan-trace")
+                    .to_string_lossy()
+                    .into_owned(),
+                t.clone(),
+            ],
+        ),
+        (
+            "query --json",
+            args(&ingero, &["query", "--trace", &t, "--json"]),
+        ),
+        (
+            "query --group-by step --json",
+            args(
+                &ingero,
+                &["query", "--trace", &t, "--group-by", "step", "--json"],
+            ),
+        ),
+        (
+            "explain --json",
+            args(&ingero, &["explain", "--trace", &t, "--json"]),
+        ),
+        (
+            "explain --by-request --json",
+            args(
+                &ingero,
+                &["explain", "--trace", &t, "--by-request", "--json"],
+            ),
+        ),
+    ];
+    let mut rows = Vec::new();
+    for (name, argv) in runs {
+        let mut c = Command::new(&argv[0]);
+        c.args(&argv[1..]);
+        rows.push(measure(name, &mut c)?);
+    }
+    Ok(markdown(&rows, records, size))
+}
+
+fn args(bin: &Path, a: &[&str]) -> Vec<String> {
+    std::iter::once(bin.to_string_lossy().into_owned())
+        .chain(a.iter().map(|s| (*s).to_owned()))
+        .collect()
+}
+
+fn scan_count(bin: &Path, trace: &Path) -> Result<u64> {
+    let out = Command::new(bin.join("examples/scan-trace"))
+        .arg(trace)
+        .output()
+        .context("running scan-trace")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .with_context(|| format!("scan-trace printed `{text}`"))
+}
+
+fn markdown(rows: &[Measured], records: u64, size: u64) -> String {
+    let mut s = format!(
+        "Recording: {records} records ({:.0} MB), `synth-trace --events {EVENTS}`\n\n| command | wall s | CPU s | peak RSS MB | M records/s/core (CPU) | M records/s (wall) | target |\n|---|---:|---:|---:|---:|---:|---|\n",
+        size as f64 / 1e6
+    );
+    for r in rows {
+        let per_core = records as f64 / r.cpu_s.max(1e-9) / 1e6;
+        let wall = records as f64 / r.wall_s.max(1e-9) / 1e6;
+        let target = if r.name == "reader raw scan" {
+            "-".to_owned()
+        } else {
+            let ok = r.wall_s < 3.0 && r.max_rss_mb < 300.0 && per_core >= 20.0;
+            if ok { "met".into() } else { "missed".into() }
+        };
+        s.push_str(&format!(
+            "| {} | {:.2} | {:.2} | {:.1} | {:.2} | {:.2} | {target} |\n",
+            r.name, r.wall_s, r.cpu_s, r.max_rss_mb, per_core, wall
+        ));
+    }
+    s
+}
