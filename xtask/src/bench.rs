@@ -6,6 +6,7 @@ mod analyze;
 mod annotate;
 mod drain;
 mod probes;
+mod record;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
@@ -16,6 +17,8 @@ pub enum Suite {
     Probes,
     /// Annotation ingest rate on one core, and the Python client's write() cost against 0.1.1.
     Annotate,
+    /// Bytes per CUDA call, writer and reader throughput of the Perfetto recording.
+    Record,
     /// `ingero query` and `explain` on a 10 M-event recording, beside the reader's raw scan.
     Analyze,
 }
@@ -40,6 +43,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         }
         Suite::Annotate => {
             println!("{}", annotate::run_all()?);
+            Ok(())
+        }
+        Suite::Record => {
+            println!("{}", record::run()?);
             Ok(())
         }
         Suite::Analyze => {

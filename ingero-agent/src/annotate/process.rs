@@ -98,24 +98,7 @@ impl LineProcessor {
         };
         let received_ns = monotonic_now_ns();
         let clock = &self.shared.clock;
-        let time = match (wire.span, wire.ts) {
-            (Some((s, e)), _) => AnnotationTime::Span {
-                start_ns: clock.realtime_to_monotonic(s),
-                end_ns: clock.realtime_to_monotonic(e),
-                start_realtime_ns: s,
-                end_realtime_ns: e,
-            },
-            (None, Some(ts)) => AnnotationTime::Instant {
-                ts_ns: clock.realtime_to_monotonic(ts),
-                realtime_ns: ts,
-                stamped_by_agent: false,
-            },
-            (None, None) => AnnotationTime::Instant {
-                ts_ns: received_ns,
-                realtime_ns: now_real,
-                stamped_by_agent: true,
-            },
-        };
+        let time = AnnotationTime::resolve(wire.span, wire.ts, clock, received_ns, now_real);
         let annotation = ReceivedAnnotation {
             labels: wire.labels,
             scope,

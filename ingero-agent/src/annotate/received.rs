@@ -4,6 +4,8 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::timeline::clock::ClockConverter;
+
 /// The process incarnation a scoped annotation binds to. `start_time`
 /// (field 22 of `/proc/<pid>/stat`) is read by the agent, so a reused pid
 /// never inherits labels.
@@ -52,6 +54,37 @@ pub enum AnnotationTime {
         /// Unix ns as sent.
         end_realtime_ns: u64,
     },
+}
+
+impl AnnotationTime {
+    /// A line's time on the trace clock: its span, else its own `ts`, else the moment the agent
+    /// received it (`received_ns` on CLOCK_MONOTONIC, `now_realtime_ns` on CLOCK_REALTIME).
+    pub fn resolve(
+        span: Option<(u64, u64)>,
+        ts: Option<u64>,
+        clock: &ClockConverter,
+        received_ns: u64,
+        now_realtime_ns: u64,
+    ) -> AnnotationTime {
+        match (span, ts) {
+            (Some((s, e)), _) => AnnotationTime::Span {
+                start_ns: clock.realtime_to_monotonic(s),
+                end_ns: clock.realtime_to_monotonic(e),
+                start_realtime_ns: s,
+                end_realtime_ns: e,
+            },
+            (None, Some(ts)) => AnnotationTime::Instant {
+                ts_ns: clock.realtime_to_monotonic(ts),
+                realtime_ns: ts,
+                stamped_by_agent: false,
+            },
+            (None, None) => AnnotationTime::Instant {
+                ts_ns: received_ns,
+                realtime_ns: now_realtime_ns,
+                stamped_by_agent: true,
+            },
+        }
+    }
 }
 
 /// One accepted annotation.

@@ -185,6 +185,7 @@ pub fn cuda_error_name(code: i32) -> Option<&'static str> {
         98 => "cudaErrorInvalidDeviceFunction",
         100 => "cudaErrorNoDevice",
         101 => "cudaErrorInvalidDevice",
+        200 => "cudaErrorInvalidKernelImage",
         209 => "cudaErrorNoKernelImageForDevice",
         400 => "cudaErrorInvalidResourceHandle",
         600 => "cudaErrorNotReady",

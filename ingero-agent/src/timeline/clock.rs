@@ -13,8 +13,8 @@ use std::time::Duration;
 /// How often the offset is re-measured by default.
 pub const DEFAULT_REMEASURE_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Reads a clock in nanoseconds.
-fn clock_ns(clock: libc::clockid_t) -> u64 {
+/// Reads a clock in nanoseconds (also used for the recording's clock snapshots).
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -3,9 +3,20 @@
 use aya_ebpf::helpers::{
     bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_smp_processor_id, bpf_ktime_get_ns,
 };
-use ingero_ebpf::{COMM_LEN, Config, RecordHeader};
+use aya_ebpf::programs::TracePointContext;
+use ingero_ebpf::{COMM_LEN, Config, RecordHeader, config::ABSENT};
 
 use super::maps::{CONFIG, COUNTERS, TRACKED};
+
+/// Reads a tracepoint field at an offset taken from tracefs; `ABSENT` fields read as `None`.
+#[inline(always)]
+pub fn read_field<T>(ctx: &TracePointContext, offset: u32) -> Option<T> {
+    if offset == ABSENT {
+        return None;
+    }
+    // SAFETY: `read_at` copies through bpf_probe_read; the offset comes from tracefs.
+    unsafe { ctx.read_at::<T>(offset as usize) }.ok()
+}
 
 #[inline(always)]
 pub fn config() -> Option<&'static Config> {

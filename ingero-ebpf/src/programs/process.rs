@@ -13,20 +13,11 @@ use ingero_ebpf::{
 };
 
 use super::{
-    context::{config, count, header, is_tracked, now_ns, track},
+    context::{config, count, header, is_tracked, now_ns, read_field, track},
     maps::{CLONE_FLAGS, SCHED_EVENTS, TRACKED},
 };
 
 const CLONE_THREAD: u64 = 0x0001_0000;
-
-#[inline(always)]
-fn read<T>(ctx: &TracePointContext, offset: u32) -> Option<T> {
-    if offset == ABSENT {
-        return None;
-    }
-    // SAFETY: `read_at` copies through bpf_probe_read; the offset comes from tracefs.
-    unsafe { ctx.read_at::<T>(offset as usize) }.ok()
-}
 
 /// Copies a string field, inline (`char[N]`) or `__data_loc`, into `dst`.
 #[inline(always)]
@@ -35,7 +26,7 @@ fn read_str(ctx: &TracePointContext, offset: u32, data_loc: bool, dst: &mut [u8;
         return;
     }
     let field = if data_loc {
-        let Some(loc) = read::<u32>(ctx, offset) else {
+        let Some(loc) = read_field::<u32>(ctx, offset) else {
             return;
         };
         (loc & 0xffff) as usize
@@ -77,7 +68,7 @@ pub fn sched_process_exec(ctx: TracePointContext) -> u32 {
     let Some(layout) = layout() else { return 0 };
     let mut record = ProcessRecord {
         header: header(RecordKind::Exec as u16, 0, now_ns(), pid_tgid),
-        other_pid: read::<i32>(&ctx, layout.exec_old_pid).unwrap_or(0) as u32,
+        other_pid: read_field::<i32>(&ctx, layout.exec_old_pid).unwrap_or(0) as u32,
         flags: 0,
         clone_flags: 0,
         filename: [0; FILENAME_LEN],
@@ -100,7 +91,7 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let Some(layout) = layout() else { return 0 };
-    let group_dead = match read::<u8>(&ctx, layout.exit_group_dead) {
+    let group_dead = match read_field::<u8>(&ctx, layout.exit_group_dead) {
         Some(v) => v != 0,
         // Kernels before `group_dead` existed: the leader's exit stands for the process.
         None => pid_tgid as u32 == tgid,
@@ -131,8 +122,8 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
     }
     let Some(layout) = layout() else { return 0 };
     let (Some(child), Some(flags)) = (
-        read::<i32>(&ctx, layout.newtask_pid),
-        read::<u64>(&ctx, layout.newtask_clone_flags),
+        read_field::<i32>(&ctx, layout.newtask_pid),
+        read_field::<u64>(&ctx, layout.newtask_clone_flags),
     ) else {
         return 0;
     };
@@ -147,7 +138,7 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let Some(layout) = layout() else { return 0 };
-    let Some(child) = read::<i32>(&ctx, layout.fork_child_pid) else {
+    let Some(child) = read_field::<i32>(&ctx, layout.fork_child_pid) else {
         return 0;
     };
     let child = child as u32;

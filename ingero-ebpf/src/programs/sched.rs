@@ -8,12 +8,10 @@ use aya_ebpf::{
     macros::tracepoint,
     programs::TracePointContext,
 };
-use ingero_ebpf::{
-    COMM_LEN, OffCpuReason, OffCpuRecord, RecordHeader, RecordKind, config::ABSENT, counters,
-};
+use ingero_ebpf::{COMM_LEN, OffCpuReason, OffCpuRecord, RecordHeader, RecordKind, counters};
 
 use super::{
-    context::{config, count, current_comm, is_tracked, now_ns, submit_flags},
+    context::{config, count, current_comm, is_tracked, now_ns, read_field, submit_flags},
     maps::{OFF_CPU, OffCpuStart, SCHED_EVENTS},
 };
 
@@ -27,15 +25,6 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
 }
 
 #[inline(always)]
-fn read<T>(ctx: &TracePointContext, offset: u32) -> Option<T> {
-    if offset == ABSENT {
-        return None;
-    }
-    // SAFETY: `read_at` copies through bpf_probe_read; the offset comes from tracefs.
-    unsafe { ctx.read_at::<T>(offset as usize) }.ok()
-}
-
-#[inline(always)]
 fn on_switch(ctx: &TracePointContext) {
     let Some(cfg) = config() else { return };
     let layout = &cfg.layout;
@@ -46,7 +35,7 @@ fn on_switch(ctx: &TracePointContext) {
 
     // Switch-out: `current` is still the previous task here.
     if tid != 0 && is_tracked(tgid) {
-        let prev_state: i64 = read(ctx, layout.switch_prev_state).unwrap_or(0);
+        let prev_state: i64 = read_field(ctx, layout.switch_prev_state).unwrap_or(0);
         let runnable = prev_state == 0 || prev_state & TASK_REPORT_MAX != 0;
         let reason = if runnable {
             OffCpuReason::Preempted
@@ -60,11 +49,11 @@ fn on_switch(ctx: &TracePointContext) {
             prev_state,
             tgid,
             reason: reason as u32,
-            next_tid: read::<i32>(ctx, layout.switch_next_pid).unwrap_or(0) as u32,
+            next_tid: read_field::<i32>(ctx, layout.switch_next_pid).unwrap_or(0) as u32,
             // SAFETY: as above.
             cpu: unsafe { bpf_get_smp_processor_id() },
             comm: current_comm(),
-            next_comm: read::<[u8; COMM_LEN]>(ctx, layout.switch_next_comm)
+            next_comm: read_field::<[u8; COMM_LEN]>(ctx, layout.switch_next_comm)
                 .unwrap_or([0; COMM_LEN]),
         };
         if OFF_CPU.insert(&tid, &start, 0).is_err() {
@@ -73,7 +62,7 @@ fn on_switch(ctx: &TracePointContext) {
     }
 
     // Switch-in of a thread we saw leave.
-    let Some(next) = read::<i32>(ctx, layout.switch_next_pid) else {
+    let Some(next) = read_field::<i32>(ctx, layout.switch_next_pid) else {
         return;
     };
     let next = next as u32;

@@ -7,29 +7,15 @@ use ingero_ebpf::CudaOp;
 use super::{Finding, Severity, proc_name};
 use crate::analyze::Analysis;
 use crate::analyze::aggregate::Aggregate;
+use crate::decode::cuda_error_name;
 
-/// The `cudaError_t` name of a code (the common ones; others by number).
+/// The `cudaError_t` name of a code with the number (`cudaErrorInsufficientDriver (35)`); codes
+/// without a known name by number.
 pub fn error_name(code: i32) -> String {
-    let name = match code {
-        1 => "cudaErrorInvalidValue",
-        2 => "cudaErrorMemoryAllocation",
-        3 => "cudaErrorInitializationError",
-        4 => "cudaErrorCudartUnloading",
-        35 => "cudaErrorInsufficientDriver",
-        98 => "cudaErrorInvalidDeviceFunction",
-        100 => "cudaErrorNoDevice",
-        101 => "cudaErrorInvalidDevice",
-        200 => "cudaErrorInvalidKernelImage",
-        209 => "cudaErrorNoKernelImageForDevice",
-        400 => "cudaErrorInvalidResourceHandle",
-        600 => "cudaErrorNotReady",
-        700 => "cudaErrorIllegalAddress",
-        701 => "cudaErrorLaunchOutOfResources",
-        702 => "cudaErrorLaunchTimeout",
-        719 => "cudaErrorLaunchFailure",
-        _ => return format!("cudaError {code}"),
-    };
-    format!("{name} ({code})")
+    match cuda_error_name(code) {
+        Some(name) => format!("{name} ({code})"),
+        None => format!("cudaError {code}"),
+    }
 }
 
 fn advice(code: i32) -> &'static str {
