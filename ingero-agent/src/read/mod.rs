@@ -26,9 +26,6 @@
 //! - The time filter keeps records whose interval overlaps the range; session and statistics
 //!   records always pass.
 
-// wired into query/explain by the lead
-#![allow(dead_code)]
-
 mod decoder;
 mod framing;
 mod scan;

@@ -32,9 +32,6 @@
 //!   sequences, and describes tracks again before use in the new one.
 //! - Each packet is appended whole; a reader stops cleanly at a truncated last packet.
 
-// wired into trace by the lead
-#![allow(dead_code)]
-
 mod clocks;
 mod config;
 mod events;

@@ -38,10 +38,6 @@ impl Sequence {
         }
     }
 
-    pub fn id(&self) -> u32 {
-        self.id
-    }
-
     pub fn started(&self) -> bool {
         self.started
     }
@@ -95,13 +91,6 @@ impl Sequence {
             } else {
                 pkt.timestamp = Some(ts);
             }
-        }
-    }
-
-    /// Re-bases the incremental clock (a clock snapshot restating clock 64 at `ts`).
-    pub fn rebase(&mut self, ts: u64) {
-        if self.incremental {
-            self.last_ts = self.last_ts.max(ts);
         }
     }
 }
