@@ -13,6 +13,9 @@ pub enum FilterMode {
     All = 0,
     /// Trace only processes already in the `TRACKED` map (`--pid`), and their forked children.
     Listed = 1,
+    /// Shutting down: every program returns at once, so the rings can be drained to empty
+    /// without waiting for the slow unregistration of each uprobe.
+    Stopped = 2,
 }
 
 /// Byte offsets of the tracepoint fields the programs read. `u32::MAX` marks an absent field.

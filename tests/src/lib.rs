@@ -81,6 +81,10 @@ pub fn build_fixture(name: &str, output: &str, extra: &[&str]) -> Result<PathBuf
     Ok(out)
 }
 
+/// How long an agent may take to attach. A previous agent's uprobes are unregistered by the
+/// kernel one at a time (about 0.1 s each) after it exits, and new attachments wait for that.
+const ATTACH_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// A running agent whose stdout (JSON lines) and stderr are collected.
 pub struct Agent {
     child: Child,
@@ -133,7 +137,7 @@ impl Agent {
             stdout: out_rx,
             stderr: stderr_text,
         };
-        if attached_rx.recv_timeout(Duration::from_secs(30)).is_err() {
+        if attached_rx.recv_timeout(ATTACH_TIMEOUT).is_err() {
             let _ = agent.child.kill();
             bail!(
                 "the agent did not report `attached`; stderr:\n{}",

@@ -1,8 +1,9 @@
 //! `ingero trace`: discover CUDA runtimes, attach, drain the ring buffers, and show a live
 //! table (or `--json` lines) until the duration ends or a signal arrives.
 //!
-//! Shutdown order matters: detach the probes first so nothing new arrives, then drain both
-//! rings to empty, then print the final summary. A second signal exits at once.
+//! Shutdown order matters: stop the probes first so nothing new arrives, then drain both rings
+//! to empty, then print the final summary and exit; a forked child releases the uprobes, which
+//! the kernel unregisters slowly. A second signal exits at once.
 
 use std::{
     collections::BTreeSet,
@@ -358,7 +359,9 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
         std::process::exit(130);
     });
 
-    probes.detach();
+    if let Err(e) = probes.stop() {
+        eprintln!("ingero: stopping the probes failed: {e:#}");
+    }
     drain(cuda.get_mut(), &mut pipeline);
     drain(sched.get_mut(), &mut pipeline);
     if let Some(rx) = annotations.as_mut() {
@@ -398,9 +401,9 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
             print!("\x1b[H\x1b[2J");
         }
         print!("{summary}");
-        let _ = std::io::stdout().flush();
     }
-    Ok(ExitCode::SUCCESS)
+    let _ = std::io::stdout().flush();
+    probes.release_in_background()
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {

@@ -40,17 +40,8 @@ impl Links {
         self.entries.len() + self.returns.len() + self.tracepoints.len()
     }
 
-    pub fn detach_all(&mut self, ebpf: &mut Ebpf) {
-        if let Ok(p) = uprobe(ebpf, ENTRY) {
-            for id in self.entries.drain(..) {
-                let _ = p.detach(id);
-            }
-        }
-        if let Ok(p) = uprobe(ebpf, RETURN) {
-            for id in self.returns.drain(..) {
-                let _ = p.detach(id);
-            }
-        }
+    /// Detaches the tracepoints (quick, unlike uprobes: see `Probes::stop`).
+    pub fn detach_tracepoints(&mut self, ebpf: &mut Ebpf) {
         for (name, id) in self.tracepoints.drain(..) {
             if let Some(Ok(p)) = ebpf.program_mut(name).map(<&mut TracePoint>::try_from) {
                 let _ = p.detach(id);

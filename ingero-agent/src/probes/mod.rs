@@ -55,6 +55,7 @@ pub struct Probes {
     ebpf: Ebpf,
     links: attach::Links,
     counters: KernelCounters,
+    config: Config,
 }
 
 /// The ring buffers, taken out of the object so they outlive detaching.
@@ -129,6 +130,7 @@ impl Probes {
                 ebpf,
                 links: attach::Links::default(),
                 counters,
+                config,
             },
             rings,
         ))
@@ -169,9 +171,61 @@ impl Probes {
         &self.counters
     }
 
-    /// Removes every probe; buffered records stay readable through [`Rings`].
-    pub fn detach(&mut self) {
-        self.links.detach_all(&mut self.ebpf);
+    /// Stops every program from recording (they return at once), so what is buffered can be
+    /// drained to empty. Unregistering ~150 uprobes takes the kernel about 0.1 s each, one at a
+    /// time, so the links themselves are released by [`Probes::release_in_background`] at exit.
+    pub fn stop(&mut self) -> Result<()> {
+        let mut config_map: Array<_, ConfigPod> = Array::try_from(
+            self.ebpf
+                .map_mut("CONFIG")
+                .context("the object has no CONFIG map")?,
+        )?;
+        let stopped = Config {
+            filter_mode: FilterMode::Stopped as u32,
+            ..self.config
+        };
+        config_map
+            .set(0, ConfigPod(stopped), 0)
+            .context("stopping the probes")?;
+        self.links.detach_tracepoints(&mut self.ebpf);
+        Ok(())
+    }
+
+    /// Ends the process at once while a forked child closes the probe links, so the caller does
+    /// not wait many seconds for the kernel to unregister each uprobe. Call last: nothing after
+    /// it runs. The probes are already inert ([`Probes::stop`]).
+    ///
+    /// The child must hold the last references, so it waits for the parent to be gone (end of
+    /// file on a pipe whose write end only the parent has) before closing them; it closes stdio
+    /// first, so nobody reading our output waits for it.
+    pub fn release_in_background(self) -> ! {
+        let mut pipe = [-1i32; 2];
+        // SAFETY: pipe2 writes two descriptors into the array.
+        let piped = unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } == 0;
+        // SAFETY: fork in a process whose other threads (if any) are idle; the child only makes
+        // async-signal-safe system calls (close, close_range, read, _exit) and never returns.
+        let pid = if piped { unsafe { libc::fork() } } else { -1 };
+        if pid == 0 {
+            // SAFETY: plain system calls on descriptors this process owns, then exit without
+            // running destructors.
+            unsafe {
+                libc::close(pipe[1]);
+                libc::syscall(libc::SYS_close_range, 0u32, 2u32, 0u32);
+                let mut byte = 0u8;
+                loop {
+                    let n = libc::read(pipe[0], (&mut byte as *mut u8).cast(), 1);
+                    if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                        break;
+                    }
+                }
+                libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+                libc::_exit(0);
+            }
+        }
+        // Without a child (fork or pipe failed) this exit releases the probes itself, slowly.
+        std::mem::forget(self);
+        // SAFETY: exiting without destructors; every output was flushed by the caller.
+        unsafe { libc::_exit(0) }
     }
 }
 

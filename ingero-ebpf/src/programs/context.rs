@@ -18,9 +18,12 @@ pub fn read_field<T>(ctx: &TracePointContext, offset: u32) -> Option<T> {
     unsafe { ctx.read_at::<T>(offset as usize) }.ok()
 }
 
+/// The configuration, unless the agent is shutting down (then nothing is recorded).
 #[inline(always)]
 pub fn config() -> Option<&'static Config> {
-    CONFIG.get(0)
+    CONFIG
+        .get(0)
+        .filter(|c| c.filter_mode != ingero_ebpf::FilterMode::Stopped as u32)
 }
 
 #[inline(always)]

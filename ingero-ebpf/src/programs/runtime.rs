@@ -149,6 +149,9 @@ fn enter(ctx: &ProbeContext) {
 
 #[inline(always)]
 fn leave(ctx: &RetProbeContext) {
+    if config().is_none() {
+        return;
+    }
     let now = now_ns();
     let pid_tgid = bpf_get_current_pid_tgid();
     let Some(frames) = THREAD_FRAMES.get_ptr_mut(&pid_tgid) else {
