@@ -356,7 +356,7 @@ async fn trace(args: TraceArgs, ringbuf_size: u32) -> Result<ExitCode> {
             _ = sigint.recv() => {},
             _ = sigterm.recv() => {},
         }
-        std::process::exit(130);
+        crate::probes::exit_releasing_in_background(130);
     });
 
     if let Err(e) = probes.stop() {

@@ -194,39 +194,44 @@ impl Probes {
     /// Ends the process at once while a forked child closes the probe links, so the caller does
     /// not wait many seconds for the kernel to unregister each uprobe. Call last: nothing after
     /// it runs. The probes are already inert ([`Probes::stop`]).
-    ///
-    /// The child must hold the last references, so it waits for the parent to be gone (end of
-    /// file on a pipe whose write end only the parent has) before closing them; it closes stdio
-    /// first, so nobody reading our output waits for it.
     pub fn release_in_background(self) -> ! {
-        let mut pipe = [-1i32; 2];
-        // SAFETY: pipe2 writes two descriptors into the array.
-        let piped = unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } == 0;
-        // SAFETY: fork in a process whose other threads (if any) are idle; the child only makes
-        // async-signal-safe system calls (close, close_range, read, _exit) and never returns.
-        let pid = if piped { unsafe { libc::fork() } } else { -1 };
-        if pid == 0 {
-            // SAFETY: plain system calls on descriptors this process owns, then exit without
-            // running destructors.
-            unsafe {
-                libc::close(pipe[1]);
-                libc::syscall(libc::SYS_close_range, 0u32, 2u32, 0u32);
-                let mut byte = 0u8;
-                loop {
-                    let n = libc::read(pipe[0], (&mut byte as *mut u8).cast(), 1);
-                    if n >= 0 || *libc::__errno_location() != libc::EINTR {
-                        break;
-                    }
-                }
-                libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
-                libc::_exit(0);
-            }
-        }
-        // Without a child (fork or pipe failed) this exit releases the probes itself, slowly.
         std::mem::forget(self);
-        // SAFETY: exiting without destructors; every output was flushed by the caller.
-        unsafe { libc::_exit(0) }
+        exit_releasing_in_background(0)
     }
+}
+
+/// Exits with `code` at once, leaving a forked child to hold the last references to every
+/// descriptor (the probe links among them) and close them after this process is gone.
+///
+/// The child waits for end of file on a pipe whose write end only the parent has, so the
+/// parent's exit drops non-final references only; it closes stdio first, so nobody reading our
+/// output waits for it. Without a child (fork or pipe failed) this exit releases them itself.
+pub fn exit_releasing_in_background(code: i32) -> ! {
+    let mut pipe = [-1i32; 2];
+    // SAFETY: pipe2 writes two descriptors into the array.
+    let piped = unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } == 0;
+    // SAFETY: fork in a process whose other threads (if any) are idle; the child only makes
+    // async-signal-safe system calls (close, close_range, read, _exit) and never returns.
+    let pid = if piped { unsafe { libc::fork() } } else { -1 };
+    if pid == 0 {
+        // SAFETY: plain system calls on descriptors this process owns, then exit without
+        // running destructors.
+        unsafe {
+            libc::close(pipe[1]);
+            libc::syscall(libc::SYS_close_range, 0u32, 2u32, 0u32);
+            let mut byte = 0u8;
+            loop {
+                let n = libc::read(pipe[0], (&mut byte as *mut u8).cast(), 1);
+                if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                    break;
+                }
+            }
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: exiting without destructors; callers flush their output first.
+    unsafe { libc::_exit(code) }
 }
 
 /// Kernels before 5.11 charge eBPF maps to RLIMIT_MEMLOCK; lifting it is harmless elsewhere.
