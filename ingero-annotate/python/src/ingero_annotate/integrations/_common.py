@@ -250,6 +250,14 @@ def _as_str_labels(labels: Mapping[Any, Any]) -> Dict[Any, str]:
     return out
 
 
+def static_labels(labels: Optional[Mapping[str, Any]], **extra: Any) -> Dict[str, Any]:
+    """An adapter's fixed labels: the user's ``labels`` plus each keyword that is not None
+    (``run_id=...``, ``model=...``; the keyword is the label key)."""
+    merged = dict(labels or {})
+    merged.update({key: value for key, value in extra.items() if value is not None})
+    return merged
+
+
 class Emitter:
     """Sends an adapter's annotations; no method ever raises.
 

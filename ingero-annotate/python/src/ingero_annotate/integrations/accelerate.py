@@ -41,10 +41,10 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Optional
 
 from ._common import (
+    static_labels,
     KEY_EPOCH,
     KEY_MICRO_STEP,
     KEY_PHASE,
-    KEY_RUN_ID,
     KEY_STAGE,
     KEY_STEP,
     PHASE_TRAIN,
@@ -189,9 +189,7 @@ def annotate_accelerator(
     socket_path: Optional[str] = None,
 ) -> AcceleratorAnnotator:
     """Hook ``accelerator`` and return the annotator (see module docstring)."""
-    static = dict(labels or {})
-    if run_id is not None:
-        static[KEY_RUN_ID] = run_id
+    static = static_labels(labels, run_id=run_id)
     return AcceleratorAnnotator(accelerator, Emitter(writer, socket_path=socket_path, static_labels=static))
 
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from ._common import (
+    static_labels,
     KEY_MICRO_STEP,
     KEY_PHASE,
-    KEY_RUN_ID,
     KEY_STAGE,
     KEY_STEP,
     PHASE_TRAIN,
@@ -110,9 +110,7 @@ def annotate_engine(
     socket_path: Optional[str] = None,
 ) -> AnnotatedEngine:
     """Wrap a DeepSpeed engine (see module docstring)."""
-    static = dict(labels or {})
-    if run_id is not None:
-        static[KEY_RUN_ID] = run_id
+    static = static_labels(labels, run_id=run_id)
     return AnnotatedEngine(engine, Emitter(writer, socket_path=socket_path, static_labels=static))
 
 

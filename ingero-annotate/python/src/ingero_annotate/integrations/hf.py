@@ -31,11 +31,11 @@ import time
 from typing import Any, List, Mapping, Optional, Tuple
 
 from ._common import (
+    static_labels,
     KEY_BATCH_IDX,
     KEY_EPOCH,
     KEY_MICRO_STEP,
     KEY_PHASE,
-    KEY_RUN_ID,
     KEY_STAGE,
     KEY_STEP,
     PHASE_PREDICT,
@@ -71,9 +71,7 @@ class IngeroTrainerCallback(_trainer_callback_base()):  # type: ignore[misc]
         writer: Any = None,
         socket_path: Optional[str] = None,
     ) -> None:
-        static = dict(labels or {})
-        if run_id is not None:
-            static[KEY_RUN_ID] = run_id
+        static = static_labels(labels, run_id=run_id)
         self._emitter = Emitter(writer, socket_path=socket_path, static_labels=static)
         self._epoch = 0
         self._micro = 0

@@ -26,11 +26,11 @@ import importlib.util
 from typing import Any, Mapping, Optional, Tuple
 
 from ._common import (
+    static_labels,
     KEY_BATCH_IDX,
     KEY_EPOCH,
     KEY_PHASE,
     KEY_RANK,
-    KEY_RUN_ID,
     KEY_STAGE,
     KEY_STEP,
     PHASE_PREDICT,
@@ -76,9 +76,7 @@ class _IngeroCallbackImpl:
         writer: Any = None,
         socket_path: Optional[str] = None,
     ) -> None:
-        static = dict(labels or {})
-        if run_id is not None:
-            static[KEY_RUN_ID] = run_id
+        static = static_labels(labels, run_id=run_id)
         self._emitter = Emitter(writer, socket_path=socket_path, static_labels=static)
         self._stages = stages
 

@@ -40,7 +40,7 @@ import time
 from typing import Any, AsyncIterator, Dict, Iterable, Mapping, Optional
 
 from ._common import (
-    KEY_MODEL,
+    static_labels,
     KEY_OUTPUT_TOKENS,
     KEY_PROMPT_TOKENS,
     KEY_REQUEST_ID,
@@ -87,9 +87,7 @@ class RequestEmitter:
         writer: Any = None,
         socket_path: Optional[str] = None,
     ) -> None:
-        static = dict(labels or {})
-        if model is not None:
-            static[KEY_MODEL] = model
+        static = static_labels(labels, model=model)
         self._emitter = Emitter(writer, socket_path=socket_path, scope=scope, static_labels=static)
         self._first_seen: Dict[str, int] = {}
 
