@@ -5,23 +5,18 @@
 use super::*;
 use crate::limits::{MAX_LABELS, MAX_LINE_BYTES, MAX_VALUE_BYTES};
 use crate::parse::parse_line;
+use crate::test_rng::Rng;
 
 const NOW: u64 = 1_700_000_000_000_000_000;
 
-/// A small deterministic PRNG (xorshift64*), so the tests need no crate and
-/// failures reproduce.
-struct Rng(u64);
+/// Random annotation material for the round-trip tests.
+trait Material {
+    fn char(&mut self) -> char;
+    fn key(&mut self) -> String;
+    fn value(&mut self) -> String;
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
+impl Material for Rng {
     fn char(&mut self) -> char {
         // Mostly ASCII, with JSON-special characters, Latin, CJK, emoji and
         // now and then a forbidden one.
@@ -50,9 +45,9 @@ impl Rng {
             '\n', '\u{0}', '\u{7f}', '\u{85}', '\u{200b}', '\u{202e}', '\u{2028}', '\u{feff}',
         ];
         if self.below(200) == 0 {
-            BAD[self.below(BAD.len() as u64) as usize]
+            BAD[self.index(BAD.len())]
         } else {
-            POOL[self.below(POOL.len() as u64) as usize]
+            POOL[self.index(POOL.len())]
         }
     }
     fn key(&mut self) -> String {
@@ -60,7 +55,7 @@ impl Rng {
         let max = if self.below(50) == 0 { 70 } else { 12 };
         let len = 1 + self.below(max) as usize;
         let mut k: String = (0..len)
-            .map(|_| KEY[self.below(KEY.len() as u64) as usize] as char)
+            .map(|_| KEY[self.index(KEY.len())] as char)
             .collect();
         if self.below(100) == 0 {
             k.push('!');

@@ -24,6 +24,8 @@ mod parse;
 mod reason;
 pub mod socket_path;
 mod sys;
+#[cfg(test)]
+mod test_rng;
 mod validate;
 mod wire;
 mod writer;

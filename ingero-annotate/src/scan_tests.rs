@@ -5,6 +5,7 @@
 
 use super::scan::scan;
 use super::*;
+use crate::test_rng::Rng;
 
 const NOW: u64 = 1_700_000_000_000_000_000;
 
@@ -92,24 +93,18 @@ fn unusual_lines_are_left_to_the_reference() {
     assert!(!agrees(deep.as_bytes()));
 }
 
-/// xorshift64*: deterministic, dependency-free randomness.
-struct Rng(u64);
+/// Choices for the line generator.
+trait Choose {
+    fn pick<'t>(&mut self, items: &[&'t str]) -> &'t str;
+    fn chance(&mut self, percent: usize) -> bool;
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
+impl Choose for Rng {
     fn pick<'t>(&mut self, items: &[&'t str]) -> &'t str {
-        items[self.below(items.len())]
+        items[self.index(items.len())]
     }
     fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
+        self.index(100) < percent
     }
 }
 
@@ -190,14 +185,14 @@ fn ws(rng: &mut Rng) -> &'static str {
 }
 
 fn string(rng: &mut Rng) -> String {
-    let n = rng.below(4);
+    let n = rng.index(4);
     let body: String = (0..n).map(|_| rng.pick(FRAGMENTS)).collect();
     format!("\"{body}\"")
 }
 
 /// Any JSON-ish value, sometimes invalid.
 fn any_value(rng: &mut Rng, depth: u32) -> String {
-    match rng.below(if depth > 3 { 5 } else { 8 }) {
+    match rng.index(if depth > 3 { 5 } else { 8 }) {
         0 | 1 => rng.pick(INTS).to_owned(),
         2 => string(rng),
         3 => rng
@@ -205,13 +200,13 @@ fn any_value(rng: &mut Rng, depth: u32) -> String {
             .to_owned(),
         4 => rng.pick(&["[1,]", "{\"a\"}", "[", "{}", "[]"]).to_owned(),
         5 | 6 => {
-            let items: Vec<String> = (0..rng.below(4))
+            let items: Vec<String> = (0..rng.index(4))
                 .map(|_| format!("{}{}", ws(rng), any_value(rng, depth + 1)))
                 .collect();
             format!("[{}]", items.join(","))
         }
         _ => {
-            let items: Vec<String> = (0..rng.below(4))
+            let items: Vec<String> = (0..rng.index(4))
                 .map(|_| format!("{}:{}", string(rng), any_value(rng, depth + 1)))
                 .collect();
             format!("{{{}}}", items.join(","))
@@ -224,7 +219,7 @@ fn name(rng: &mut Rng, plain: &str) -> String {
     if plain.is_empty() || !rng.chance(15) {
         return format!("\"{plain}\"");
     }
-    let at = rng.below(plain.len());
+    let at = rng.index(plain.len());
     match plain.get(at..at + 1) {
         Some(c) if c.is_ascii() => format!(
             "\"{}\\u{:04x}{}\"",
@@ -237,11 +232,11 @@ fn name(rng: &mut Rng, plain: &str) -> String {
 }
 
 fn labels(rng: &mut Rng) -> String {
-    let n = match rng.below(20) {
+    let n = match rng.index(20) {
         0 => 0,
         1 => 33,
         2 => 32,
-        _ => 1 + rng.below(4),
+        _ => 1 + rng.index(4),
     };
     let members: Vec<String> = (0..n)
         .map(|i| {
@@ -299,7 +294,7 @@ fn line(rng: &mut Rng) -> Vec<u8> {
                     .to_owned(),
                 "x" | "extra" => any_value(rng, 1),
                 "ts" | "span_start" | "span_end" if rng.chance(60) => {
-                    (NOW - 10 + rng.below(20) as u64).to_string()
+                    (NOW - 10 + rng.index(20) as u64).to_string()
                 }
                 _ if rng.chance(50) => rng.pick(&["1", "1234", "4194304", "0", "-1"]).to_owned(),
                 _ => rng.pick(INTS).to_owned(),
@@ -315,20 +310,20 @@ fn line(rng: &mut Rng) -> Vec<u8> {
     }
     // Shuffle member order.
     for i in (1..members.len()).rev() {
-        let j = rng.below(i + 1);
+        let j = rng.index(i + 1);
         members.swap(i, j);
     }
     let mut bytes = format!("{}{{{}}}{}", ws(rng), members.join(","), ws(rng)).into_bytes();
     // Occasional damage: cut, dropped byte, inserted byte, trailing junk.
-    match rng.below(25) {
-        0 => bytes.truncate(rng.below(bytes.len() + 1)),
+    match rng.index(25) {
+        0 => bytes.truncate(rng.index(bytes.len() + 1)),
         1 if !bytes.is_empty() => {
-            bytes.remove(rng.below(bytes.len()));
+            bytes.remove(rng.index(bytes.len()));
         }
         2 => {
             let junk = b"{}[],:\"\\ 0a\xff-";
-            let at = rng.below(bytes.len() + 1);
-            bytes.insert(at, junk[rng.below(junk.len())]);
+            let at = rng.index(bytes.len() + 1);
+            bytes.insert(at, junk[rng.index(junk.len())]);
         }
         3 => bytes.extend_from_slice(b" {}"),
         _ => {}
