@@ -33,6 +33,11 @@ pub mod arg {
     pub const SIZE: &str = "size";
     pub const PTR: &str = "ptr";
     pub const STREAM: &str = "stream";
+    /// A kernel launch's whole configuration as one interned string (see [`launch_text`]):
+    /// one argument per launch instead of four keeps a launch-dominated trace small and fast
+    /// to read.
+    pub const LAUNCH: &str = "launch";
+    /// Older recordings: the launch configuration as separate arguments.
     pub const FUNC: &str = "func";
     pub const GRID: &str = "grid";
     pub const BLOCK: &str = "block";
@@ -103,9 +108,74 @@ pub fn parse_dim3(s: &str) -> Option<[u32; 3]> {
     it.next().is_none().then_some(d)
 }
 
+/// A kernel launch's configuration, as carried by the `launch` argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LaunchConfig {
+    pub func: u64,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem: u64,
+    pub stream: u64,
+}
+
+/// `func=0x7f00aa grid=16x4x1 block=32x8x1 smem=1024 stream=0xabcd` (the value of `launch`).
+pub fn launch_text(l: &LaunchConfig) -> String {
+    format!(
+        "func={:#x} grid={} block={} smem={} stream={:#x}",
+        l.func,
+        dim3(l.grid),
+        dim3(l.block),
+        l.shared_mem,
+        l.stream
+    )
+}
+
+/// Parses [`launch_text`]'s output; `None` for anything else.
+pub fn parse_launch(s: &str) -> Option<LaunchConfig> {
+    let mut parts = s.split(' ');
+    let mut field = |name: &str| {
+        parts
+            .next()
+            .and_then(|p| p.strip_prefix(name))
+            .and_then(|p| p.strip_prefix('='))
+    };
+    let hex = |v: &str| u64::from_str_radix(v.strip_prefix("0x")?, 16).ok();
+    let l = LaunchConfig {
+        func: hex(field("func")?)?,
+        grid: parse_dim3(field("grid")?)?,
+        block: parse_dim3(field("block")?)?,
+        shared_mem: field("smem")?.parse().ok()?,
+        stream: hex(field("stream")?)?,
+    };
+    parts.next().is_none().then_some(l)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn launch_text_round_trips_and_rejects_garbage() {
+        let l = LaunchConfig {
+            func: 0x7f00_aa00,
+            grid: [16, 4, 1],
+            block: [32, 8, 1],
+            shared_mem: 1024,
+            stream: 0,
+        };
+        let text = launch_text(&l);
+        assert_eq!(
+            text,
+            "func=0x7f00aa00 grid=16x4x1 block=32x8x1 smem=1024 stream=0x0"
+        );
+        assert_eq!(parse_launch(&text), Some(l));
+        assert_eq!(parse_launch("func=0x1 grid=1x1x1 block=1x1x1 smem=0"), None);
+        assert_eq!(parse_launch(&format!("{text} extra=1")), None);
+        assert_eq!(
+            parse_launch("func=1 grid=1x1x1 block=1x1x1 smem=0 stream=0x0"),
+            None
+        );
+    }
 
     #[test]
     fn dim3_round_trips_and_rejects_garbage() {
