@@ -18,6 +18,7 @@ from trace_checks import (
     check_slices_nest_on_every_track,
     check_timestamps_monotonic_on_the_main_sequence,
     events,
+    expand,
     framed_packets,
     slices,
     track_names,
@@ -44,7 +45,16 @@ def packets(trace_path):
     trace.ParseFromString(data)  # the whole file parses with the official schema
     framed = [pb.TracePacket.FromString(p) for p in framed_packets(data)]
     assert len(framed) == len(trace.packet)
-    return list(trace.packet)
+    return expand(trace.packet)
+
+
+def test_packets_travel_in_zlib_bundles(trace_path):
+    outer = pb.Trace.FromString(trace_path.read_bytes()).packet
+    bundles = [p for p in outer if p.HasField("compressed_packets")]
+    assert bundles, "the recorder compresses by default"
+    inner = expand(outer)
+    assert len(inner) > 2 * len(outer), "each bundle holds many packets"
+    assert not any(p.HasField("compressed_packets") for p in inner), "bundles do not nest"
 
 
 def test_structure(packets):

@@ -3,6 +3,7 @@ structural checks every recording must pass: sequence flags and clock snapshots,
 before use, interned ids defined before use, monotonic timestamps on the main sequence, and
 properly nested slices. Shared by the synthetic-trace tests and the end-to-end tests."""
 
+import zlib
 from collections import defaultdict
 from pathlib import Path
 
@@ -57,11 +58,31 @@ def framed_packets(data: bytes):
         i = j + length
 
 
-def load_packets(path: Path):
-    """Every complete packet of the file, each parsed with the official schema. A truncated
-    last packet (an agent killed mid-write) is left out; anything else malformed fails."""
+def expand(outer):
+    """The packets as trace processor sees them: each `compressed_packets` bundle (a zlib stream
+    of a serialized `Trace`) replaced, in place, by the packets it holds. ingero's bundles carry
+    nothing else (trace processor would ignore any other field of the enclosing packet)."""
+    out = []
+    for p in outer:
+        if p.HasField("compressed_packets"):
+            fields = [f.name for f, _ in p.ListFields()]
+            assert fields == ["compressed_packets"], f"a bundle with other fields: {fields}"
+            out.extend(pb.Trace.FromString(zlib.decompress(p.compressed_packets)).packet)
+        else:
+            out.append(p)
+    return out
+
+
+def load_outer_packets(path: Path):
+    """Every complete packet of the file as stored (bundles not expanded). A truncated last
+    packet (an agent killed mid-write) is left out; anything else malformed fails."""
     data = Path(path).read_bytes()
     return [pb.TracePacket.FromString(p) for p in framed_packets(data)]
+
+
+def load_packets(path: Path):
+    """Every complete packet of the file, bundles expanded, each parsed with the official schema."""
+    return expand(load_outer_packets(path))
 
 
 class Sequences:

@@ -15,7 +15,7 @@ use super::ops::OpStats;
 use super::processes::ProcStats;
 use super::selection::Selection;
 use super::slow_calls::{OffCpuRings, SlowCalls};
-use crate::read::{ReadRecord, TraceReader};
+use crate::read::{ReadRecord, TraceReader, empty_record};
 use crate::record::FastMap;
 
 /// Calls that returned one error code from one operation.
@@ -100,9 +100,10 @@ pub fn run(ix: &TraceIndex, sel: &Selection, groupings: Vec<Vec<String>>) -> Res
     let mut rings = OffCpuRings::default();
     let mut scratch: Vec<ValueId> = Vec::new();
     let check_labels = !sel.labels.is_empty();
-    let reader = TraceReader::from_files(ix.files.clone(), sel.range);
-    for rec in reader {
-        let rec = rec?;
+    let mut reader = TraceReader::from_files(ix.files.clone(), sel.range);
+    // One slot reused for every record: the scan allocates nothing per event.
+    let mut rec = empty_record();
+    while reader.next_into(&mut rec)? {
         agg.records += 1;
         match &rec {
             ReadRecord::Cuda(c) => {

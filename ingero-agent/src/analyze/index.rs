@@ -8,7 +8,7 @@ use anyhow::Result;
 
 use super::clock::{self, TraceClock};
 use super::labels::LabelIndex;
-use crate::read::{ReadRecord, SessionRecord, TimeRange, TraceReader};
+use crate::read::{ReadRecord, SessionRecord, TimeRange, TraceReader, empty_record};
 
 /// What the first pass learnt.
 pub struct TraceIndex {
@@ -29,8 +29,9 @@ impl TraceIndex {
         let (mut start, mut end) = (u64::MAX, 0u64);
         let mut records = 0u64;
         let mut reader = TraceReader::from_files(files.clone(), TimeRange::all());
-        for rec in reader.by_ref() {
-            let rec = rec?;
+        // One slot reused for every record: the scan allocates nothing per event.
+        let mut rec = empty_record();
+        while reader.next_into(&mut rec)? {
             records += 1;
             match &rec {
                 ReadRecord::Session(s) => {

@@ -86,17 +86,14 @@ pub fn run() -> Result<String> {
     let dir = bin.join("bench-analyze");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let trace = dir.join(format!("synth-{EVENTS}.pftrace"));
-    if !trace.exists() {
-        run_cmd(
-            Command::new(bin.join("examples/synth-trace"))
-                .arg(&trace)
-                .args([
-                    "--events",
-                    &EVENTS.to_string(),
-                    "--max-file-size",
-                    "100000000000",
-                ]),
-        )?;
+    let synth = bin.join("examples/synth-trace");
+    if !is_newer(&trace, &synth) {
+        run_cmd(Command::new(&synth).arg(&trace).args([
+            "--events",
+            &EVENTS.to_string(),
+            "--max-file-size",
+            "100000000000",
+        ]))?;
     }
     let size = std::fs::metadata(&trace).map(|m| m.len()).unwrap_or(0);
     let records = scan_count(&bin, &trace)?;
@@ -142,6 +139,16 @@ pub fn run() -> Result<String> {
         rows.push(measure(name, &mut c)?);
     }
     Ok(markdown(&rows, records, size))
+}
+
+/// Whether `file` exists and is newer than `than`: a recording made by an older build of the
+/// generator (perhaps an older file layout) is made again.
+fn is_newer(file: &Path, than: &Path) -> bool {
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    match (mtime(file), mtime(than)) {
+        (Some(f), Some(t)) => f > t,
+        _ => false,
+    }
 }
 
 fn args(bin: &Path, a: &[&str]) -> Vec<String> {
