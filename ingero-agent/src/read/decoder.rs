@@ -22,7 +22,7 @@ use super::types::{
 };
 use crate::decode::{CudaArgs, MemcpyKind, ProcessOp};
 use crate::record::proto::{SEQ_INCREMENTAL_STATE_CLEARED, clock_id, event_type};
-use crate::record::schema::{self, arg, session, stats};
+use crate::record::schema::{self, LaunchConfig, arg, session, stats};
 use crate::record::{FastMap, FinalStats, SessionInfo, memcpy_kind_text};
 use crate::timeline::record::{AnnotationRecord, Scope};
 
@@ -166,9 +166,10 @@ enum K {
     PrevState,
     Cpu,
     Error,
+    Launch,
 }
 
-const NK: usize = 22;
+const NK: usize = 23;
 
 const KEYS: [(K, &str); NK] = [
     (K::Ret, arg::RET),
@@ -193,6 +194,7 @@ const KEYS: [(K, &str); NK] = [
     (K::PrevState, arg::PREV_STATE),
     (K::Cpu, arg::CPU),
     (K::Error, arg::ERROR),
+    (K::Launch, arg::LAUNCH),
 ];
 
 impl K {
@@ -212,6 +214,7 @@ struct StrEntry {
     num: Option<u64>,
     dim: Option<[u32; 3]>,
     kind: MemcpyKind,
+    launch: Option<LaunchConfig>,
 }
 
 impl StrEntry {
@@ -220,6 +223,7 @@ impl StrEntry {
             num: parse_num(&text),
             dim: schema::parse_dim3(&text),
             kind: memcpy_kind(&text),
+            launch: schema::parse_launch(&text),
             text,
         }
     }
@@ -298,6 +302,7 @@ trait Args {
     fn dim(&self, k: K) -> Option<[u32; 3]>;
     fn kind(&self, k: K) -> MemcpyKind;
     fn text(&self, k: K) -> Option<&str>;
+    fn launch(&self, k: K) -> Option<LaunchConfig>;
 }
 
 impl Args for SlotArgs<'_> {
@@ -347,6 +352,14 @@ impl Args for SlotArgs<'_> {
         }
         self.str_entry(k).map(|e| &*e.text)
     }
+    #[inline]
+    fn launch(&self, k: K) -> Option<LaunchConfig> {
+        let bit = 1u32 << k as u32;
+        if self.s.present & self.s.string & bit == 0 {
+            return None;
+        }
+        self.str_entry(k).and_then(|e| e.launch)
+    }
 }
 
 /// The general path's arguments: resolved names and values, first occurrence wins.
@@ -369,6 +382,9 @@ impl Args for ListArgs<'_> {
     }
     fn text(&self, k: K) -> Option<&str> {
         find(self.0, k.text()).and_then(Val::as_str)
+    }
+    fn launch(&self, k: K) -> Option<LaunchConfig> {
+        self.text(k).and_then(schema::parse_launch)
     }
 }
 
@@ -498,9 +514,26 @@ pub fn empty_record() -> ReadRecord {
     })
 }
 
-/// The decoding state of one file.
+/// What one packet did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Step<'a> {
+    /// Nothing to yield (state only, or a record of no interest).
+    Nothing,
+    /// A record was written into the slot.
+    Record,
+    /// A `compressed_packets` container: its zlib stream, to be expanded by the caller.
+    Compressed(&'a [u8]),
+}
+
+impl Step<'_> {
+    fn done(record: bool) -> Self {
+        if record { Step::Record } else { Step::Nothing }
+    }
+}
+
+/// The decoding state of one file (packets already expanded from their containers).
 #[derive(Default)]
-pub struct FileDecoder {
+pub(super) struct Decoder {
     seqs: IidTable<SeqState>,
     tracks: IidTable<TrackKind>,
     open: IidTable<Vec<Open>>,
@@ -519,31 +552,26 @@ fn u64_of(args: &[(Arc<str>, Val)], key: &str) -> Option<u64> {
     find(args, key).and_then(Val::as_u64)
 }
 
-impl FileDecoder {
-    pub fn new() -> FileDecoder {
-        FileDecoder {
+impl Decoder {
+    pub(super) fn new() -> Decoder {
+        Decoder {
             op_by_name: CudaOp::ALL.iter().map(|op| (op.name(), *op)).collect(),
             ..Default::default()
         }
     }
 
-    /// Decodes one packet, pushing what it completes onto `out`.
-    pub fn packet(&mut self, bytes: &[u8], out: &mut Vec<ReadRecord>) -> Result<()> {
-        let mut slot = empty_record();
-        if self.packet_into(bytes, &mut slot)? {
-            out.push(slot);
-        }
-        Ok(())
-    }
-
     /// Decodes one packet; if it completes a record (at most one per packet), writes it into
-    /// `slot`, reusing the slot's allocations when it already holds a record of the same kind,
-    /// and returns `true`. `slot` is untouched otherwise.
-    pub fn packet_into(&mut self, bytes: &[u8], slot: &mut ReadRecord) -> Result<bool> {
+    /// `slot`, reusing the slot's allocations when it already holds a record of the same kind.
+    /// `slot` is untouched otherwise.
+    pub(super) fn packet<'a>(
+        &mut self,
+        bytes: &'a [u8],
+        slot: &mut ReadRecord,
+    ) -> Result<Step<'a>> {
         self.packet_inner(bytes, slot).context("decoding a packet")
     }
 
-    fn packet_inner(&mut self, bytes: &[u8], slot: &mut ReadRecord) -> Result<bool> {
+    fn packet_inner<'a>(&mut self, bytes: &'a [u8], slot: &mut ReadRecord) -> Result<Step<'a>> {
         let mut c = Cur::new(bytes);
         let mut timestamp = None;
         let mut clock = None;
@@ -551,6 +579,7 @@ impl FileDecoder {
         let mut flags = 0u64;
         let (mut interned, mut defaults, mut snapshot, mut desc, mut te) =
             (None, None, None, None, None);
+        let mut compressed = None;
         while let Some((f, w)) = c.field()? {
             match f {
                 8 => timestamp = Some(w.int()),
@@ -562,8 +591,13 @@ impl FileDecoder {
                 6 => snapshot = Some(w.bytes()),
                 60 => desc = Some(w.bytes()),
                 11 => te = Some(w.bytes()),
+                50 => compressed = Some(w.bytes()),
                 _ => {}
             }
+        }
+        // The container's other fields are ignored, as Perfetto does.
+        if let Some(z) = compressed {
+            return Ok(Step::Compressed(z));
         }
         let seq = self.seqs.get_or_default(u64::from(seq_id));
         if flags & u64::from(SEQ_INCREMENTAL_STATE_CLEARED) != 0 {
@@ -600,7 +634,7 @@ impl FileDecoder {
                     seq.clock64 = ts;
                 }
             }
-            return Ok(false);
+            return Ok(Step::Nothing);
         }
         let ts = match timestamp {
             Some(t) => {
@@ -616,25 +650,25 @@ impl FileDecoder {
         };
         if let Some(d) = desc {
             self.describe(d)?;
-            return Ok(false);
+            return Ok(Step::Nothing);
         }
         let Some(te) = te else {
-            return Ok(false);
+            return Ok(Step::Nothing);
         };
         let te = track_event(te)?;
         match te.ty as i32 {
             event_type::SLICE_BEGIN => self.begin(seq_id, ts, &te)?,
             event_type::SLICE_END => {
                 let Some(open) = self.open.get_mut_vec(te.track).and_then(Vec::pop) else {
-                    return Ok(false);
+                    return Ok(Step::Nothing);
                 };
-                return Ok(self.slice(te.track, open, ts, slot));
+                return Ok(Step::done(self.slice(te.track, open, ts, slot)));
             }
             event_type::INSTANT => {
                 let seq = self.seqs.get_or_default(u64::from(seq_id));
                 let name = event_name(seq, &te);
                 let args = resolve_args(seq, te.raw)?;
-                return Ok(self.instant(te.track, ts, &name, &args, slot));
+                return Ok(Step::done(self.instant(te.track, ts, &name, &args, slot)));
             }
             event_type::COUNTER => {
                 if let Some(TrackKind::Counter(kind)) = self.tracks.get(te.track) {
@@ -643,12 +677,12 @@ impl FileDecoder {
                         ts_ns: ts,
                         value: te.counter_value,
                     });
-                    return Ok(true);
+                    return Ok(Step::Record);
                 }
             }
             _ => {}
         }
-        Ok(false)
+        Ok(Step::Nothing)
     }
 
     /// A slice begins: kept open on its track until its end.
@@ -1193,12 +1227,22 @@ fn cuda_args(op: CudaOp, a: &impl Args) -> CudaArgs {
         FreeHost => CudaArgs::HostFree {
             ptr: u(K::Ptr).unwrap_or(0),
         },
-        LaunchKernel | LaunchCooperativeKernel | LaunchKernelExC => CudaArgs::Launch {
-            func: u(K::Func).unwrap_or(0),
-            grid: dim(K::Grid),
-            block: dim(K::Block),
-            shared_mem: u(K::SharedMem).unwrap_or(0),
-            stream: u(K::Stream).unwrap_or(0),
+        LaunchKernel | LaunchCooperativeKernel | LaunchKernelExC => match a.launch(K::Launch) {
+            Some(l) => CudaArgs::Launch {
+                func: l.func,
+                grid: l.grid,
+                block: l.block,
+                shared_mem: l.shared_mem,
+                stream: l.stream,
+            },
+            // Recordings from before the `launch` argument.
+            None => CudaArgs::Launch {
+                func: u(K::Func).unwrap_or(0),
+                grid: dim(K::Grid),
+                block: dim(K::Block),
+                shared_mem: u(K::SharedMem).unwrap_or(0),
+                stream: u(K::Stream).unwrap_or(0),
+            },
         },
         GraphLaunch => CudaArgs::GraphLaunch {
             graph_exec: u(K::GraphExec).unwrap_or(0),
@@ -1245,7 +1289,7 @@ mod tests {
     }
 
     fn launch_call(inline: bool) -> ReadRecord {
-        let mut d = FileDecoder::new();
+        let mut d = Decoder::new();
         let mut out = Vec::new();
         let first = TracePacket {
             trusted_packet_sequence_id: Some(1),
@@ -1286,7 +1330,13 @@ mod tests {
             }),
             ..Default::default()
         };
-        d.packet(&bytes(&first), &mut out).expect("first");
+        let mut slot = empty_record();
+        let mut step = |d: &mut Decoder, p: &TracePacket| {
+            if d.packet(&bytes(p), &mut slot).expect("packet") == Step::Record {
+                out.push(slot.clone());
+            }
+        };
+        step(&mut d, &first);
         let arg = |iid: u64, name: &str| DebugAnnotation {
             name_iid: (!inline).then_some(iid),
             name: inline.then(|| name.to_owned()),
@@ -1335,7 +1385,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        d.packet(&bytes(&begin), &mut out).expect("begin");
+        step(&mut d, &begin);
         let open_fast = matches!(
             d.open
                 .get_mut_vec(5)
@@ -1344,7 +1394,7 @@ mod tests {
             Some(OpenBody::Fast { .. })
         );
         assert_eq!(open_fast, !inline, "path taken");
-        d.packet(&bytes(&end), &mut out).expect("end");
+        step(&mut d, &end);
         assert_eq!(out.len(), 1);
         out.remove(0)
     }
