@@ -32,8 +32,10 @@
 //!   sequences, and describes tracks again before use in the new one.
 //! - Each packet is appended whole; a reader stops cleanly at a truncated last packet.
 
+mod chunk;
 mod clocks;
 mod config;
+mod encode;
 mod events;
 mod files;
 mod interner;
@@ -42,6 +44,7 @@ pub mod proto;
 mod recorder;
 pub mod schema;
 mod sequence;
+mod slices;
 pub mod synth;
 mod tracks;
 
@@ -55,5 +58,7 @@ pub use files::{FILE_EXT, FILE_PREFIX, trace_files_in};
 pub use interner::FastMap;
 pub use recorder::{Recorder, RecorderCounters};
 
+#[cfg(test)]
+mod chunk_tests;
 #[cfg(test)]
 mod tests;
