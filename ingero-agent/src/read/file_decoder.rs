@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result, bail};
 
-use super::decoder::{Decoder, Step};
+use super::decoder::{Decoder, Paths, Step};
 use super::inflate::Inflater;
 use super::types::ReadRecord;
 
@@ -26,8 +26,13 @@ impl Default for FileDecoder {
 
 impl FileDecoder {
     pub fn new() -> FileDecoder {
+        FileDecoder::with_paths(Paths::All)
+    }
+
+    /// A decoder limited to some of its paths (tests compare them).
+    pub(crate) fn with_paths(paths: Paths) -> FileDecoder {
         FileDecoder {
-            dec: Decoder::new(),
+            dec: Decoder::new(paths),
             inf: Inflater::default(),
             pos: 0,
             end: 0,
