@@ -40,6 +40,12 @@ impl FileDecoder {
         }
     }
 
+    /// Packets the fast path's byte-layout match decoded so far.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn layout_packets(&self) -> u64 {
+        self.dec.layout_hits()
+    }
+
     /// Packets decoded so far, counting those inside containers and not the containers.
     pub fn packets(&self) -> u64 {
         self.packets
@@ -122,7 +128,15 @@ impl FileDecoder {
 
 /// The framing of the packet at `at` in an inflated container: its tag and its bytes'
 /// position. `None` when the header or the packet runs past the end.
+#[inline(always)]
 fn inner_packet(buf: &[u8], at: usize) -> Option<(u8, std::ops::Range<usize>)> {
+    // Packets under 128 bytes (every slice begin and end): a one-byte length.
+    if let Some(&[tag, len]) = buf.get(at..at + 2) {
+        if len < 0x80 {
+            let r = at + 2..at + 2 + usize::from(len);
+            return (r.end <= buf.len()).then_some((tag, r));
+        }
+    }
     let tag = *buf.get(at)?;
     let mut len: u64 = 0;
     let mut i = at + 1;

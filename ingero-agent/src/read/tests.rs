@@ -493,3 +493,29 @@ fn every_decoder_path_yields_the_same_records() {
     assert!(all.iter().any(|r| matches!(r, ReadRecord::OffCpu(_))));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_writer_s_launches_take_the_byte_layout_path() {
+    let dir = tmp_dir("layout");
+    let n = 4_000u64;
+    let records: Vec<_> = synth::launches(n, T0).collect();
+    let file = write(&dir, &records, u64::MAX, 1).remove(0);
+    let mut d = FileDecoder::new();
+    let mut out = Vec::new();
+    for p in packets_of(&file) {
+        d.packet(&p, &mut out).expect("decode");
+    }
+    let calls = out
+        .iter()
+        .filter(|r| matches!(r, ReadRecord::Cuda(_)))
+        .count() as u64;
+    assert_eq!(calls, n);
+    // Launches (98 %) and every end; the other calls have several arguments.
+    assert!(
+        d.layout_packets() > 2 * n * 97 / 100,
+        "{} of {} packets",
+        d.layout_packets(),
+        d.packets()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

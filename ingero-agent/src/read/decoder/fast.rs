@@ -139,16 +139,6 @@ fn annotation(a: &[u8], keys: &IidTable<KeyEntry>, slots: &mut Slots) -> Option<
     Some(())
 }
 
-/// Consumes `tag` at `i`.
-#[inline(always)]
-fn expect(p: &[u8], i: &mut usize, tag: u8) -> Option<()> {
-    if *p.get(*i)? != tag {
-        return None;
-    }
-    *i += 1;
-    Some(())
-}
-
 /// A packet in the writer's layout, matched but not yet applied.
 enum Layout {
     End {
@@ -163,59 +153,92 @@ enum Layout {
     },
 }
 
-/// Matches the writer's layouts byte by byte (see the module doc).
+/// A varint and what follows it. Slice patterns: one length check covers several bytes.
+#[inline(always)]
+fn take(p: &[u8]) -> Option<(u64, &[u8])> {
+    match p {
+        [b, rest @ ..] if *b < 0x80 => Some((u64::from(*b), rest)),
+        [b, c, rest @ ..] if *c < 0x80 => Some((u64::from(b & 0x7f) | (u64::from(*c) << 7), rest)),
+        _ => {
+            let mut i = 0;
+            let v = varint_long(p, &mut i)?;
+            Some((v, p.get(i..)?))
+        }
+    }
+}
+
+/// Matches the writer's layouts byte by byte (see the module doc): `(timestamp, sequence id,
+/// what)`.
 #[inline(always)]
 fn layout(p: &[u8]) -> Option<(u64, u64, Layout)> {
-    let mut i = 0;
-    expect(p, &mut i, TIMESTAMP)?;
-    let ts = varint(p, &mut i)?;
-    expect(p, &mut i, SEQUENCE_ID)?;
-    let seq = varint(p, &mut i)?;
-    expect(p, &mut i, TRACK_EVENT)?;
-    let te = bytes(p, &mut i)?;
-    expect(p, &mut i, SEQUENCE_FLAGS)?;
-    if varint(p, &mut i)? & u64::from(SEQ_INCREMENTAL_STATE_CLEARED) != 0 {
+    let [TIMESTAMP, r @ ..] = p else {
         return None;
-    }
-    expect(p, &mut i, MACHINE_ID[0])?;
-    expect(p, &mut i, MACHINE_ID[1])?;
-    skip_varint(p, &mut i)?;
-    if i != p.len() {
-        return None;
-    }
-    let mut j = 0;
-    let layout = if te.first() == Some(&TYPE) {
-        j += 1;
-        expect(te, &mut j, SLICE_END as u8)?;
-        expect(te, &mut j, TRACK_UUID)?;
-        Layout::End {
-            uuid: varint(te, &mut j)?,
-        }
-    } else {
-        expect(te, &mut j, ANNOTATION)?;
-        let a = bytes(te, &mut j)?;
-        let mut k = 0;
-        expect(a, &mut k, ARG_NAME_IID)?;
-        let key = varint(a, &mut k)?;
-        expect(a, &mut k, ARG_STRING_IID[0])?;
-        expect(a, &mut k, ARG_STRING_IID[1])?;
-        let value = varint(a, &mut k)?;
-        if k != a.len() {
-            return None;
-        }
-        expect(te, &mut j, TYPE)?;
-        expect(te, &mut j, SLICE_BEGIN as u8)?;
-        expect(te, &mut j, NAME_IID)?;
-        let name = varint(te, &mut j)?;
-        expect(te, &mut j, TRACK_UUID)?;
-        Layout::Begin1 {
-            uuid: varint(te, &mut j)?,
-            name,
-            key,
-            value,
-        }
     };
-    (j == te.len()).then_some((ts, seq & u64::from(u32::MAX), layout))
+    let (ts, r) = take(r)?;
+    // One-byte sequence ids and track event lengths: every sequence and event of this shape.
+    let [SEQUENCE_ID, seq, TRACK_EVENT, n, r @ ..] = r else {
+        return None;
+    };
+    if (*seq | *n) >= 0x80 {
+        return None;
+    }
+    let (te, tail) = r.split_at_checked(usize::from(*n))?;
+    let [SEQUENCE_FLAGS, flags, m0, m1, r @ ..] = tail else {
+        return None;
+    };
+    if *flags >= 0x80
+        || u32::from(*flags) & SEQ_INCREMENTAL_STATE_CLEARED != 0
+        || [*m0, *m1] != MACHINE_ID
+    {
+        return None;
+    }
+    let mut i = 0;
+    skip_varint(r, &mut i)?;
+    if i != r.len() {
+        return None;
+    }
+    let l = match te {
+        [TYPE, 0x02, TRACK_UUID, r @ ..] => {
+            let (uuid, r) = take(r)?;
+            if !r.is_empty() {
+                return None;
+            }
+            Layout::End { uuid }
+        }
+        [ANNOTATION, al, ARG_NAME_IID, r @ ..] if *al < 0x80 => {
+            let (key, r) = take(r)?;
+            let [s0, s1, r @ ..] = r else {
+                return None;
+            };
+            if [*s0, *s1] != ARG_STRING_IID {
+                return None;
+            }
+            let (value, r) = take(r)?;
+            // The annotation ends where its length says.
+            if te.len() - r.len() != 2 + usize::from(*al) {
+                return None;
+            }
+            let [TYPE, 0x01, NAME_IID, r @ ..] = r else {
+                return None;
+            };
+            let (name, r) = take(r)?;
+            let [TRACK_UUID, r @ ..] = r else {
+                return None;
+            };
+            let (uuid, r) = take(r)?;
+            if !r.is_empty() {
+                return None;
+            }
+            Layout::Begin1 {
+                uuid,
+                name,
+                key,
+                value,
+            }
+        }
+        _ => return None,
+    };
+    Some((ts, u64::from(*seq), l))
 }
 
 impl Decoder {
@@ -226,6 +249,7 @@ impl Decoder {
     pub(super) fn fast(&mut self, p: &[u8], slot: &mut ReadRecord) -> Option<bool> {
         if let Some((ts, seq_id, l)) = layout(p) {
             if let Some(done) = self.apply(ts, seq_id, l, slot) {
+                self.layout_hits += 1;
                 return Some(done);
             }
         }
@@ -247,16 +271,15 @@ impl Decoder {
         match l {
             Layout::End { uuid } => {
                 let stack = open.get_mut_vec(uuid)?;
-                let Some(Open {
-                    body: OpenBody::Cuda(_) | OpenBody::OffCpu(_),
-                    ..
-                }) = stack.last()
-                else {
+                let o = stack.last()?;
+                if let OpenBody::General { .. } = o.body {
                     return None;
-                };
+                }
                 let end = seq.advance(Some(ts), None);
-                let o = stack.pop()?;
-                Some(emit(tracks.get(uuid), o.ts, o.body, end, slot))
+                // Emitted from its place on the stack, then dropped there: no copies.
+                let done = emit(tracks.get(uuid), o.ts, &o.body, end, slot);
+                stack.truncate(stack.len() - 1);
+                Some(done)
             }
             Layout::Begin1 {
                 uuid,
@@ -306,10 +329,13 @@ impl Decoder {
                     }
                 };
                 let ts = seq.advance(Some(ts), None);
-                open.entry_vec(uuid).push(Open {
-                    ts,
-                    body: OpenBody::Cuda(prep),
-                });
+                open.push(
+                    uuid,
+                    Open {
+                        ts,
+                        body: OpenBody::Cuda(prep),
+                    },
+                );
                 Some(false)
             }
         }
@@ -379,7 +405,7 @@ impl Decoder {
                     s: scratch,
                     strings: &seq.strings,
                 });
-                open.entry_vec(uuid).push(Open { ts, body });
+                open.push(uuid, Open { ts, body });
                 Some(false)
             }
             SLICE_END => {
@@ -399,7 +425,7 @@ impl Decoder {
                 let Some(o) = stack.as_mut().and_then(|s| s.pop()) else {
                     return Some(false);
                 };
-                Some(emit(tracks.get(uuid), o.ts, o.body, end, slot))
+                Some(emit(tracks.get(uuid), o.ts, &o.body, end, slot))
             }
             _ => None,
         }

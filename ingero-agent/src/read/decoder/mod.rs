@@ -693,6 +693,8 @@ pub(super) struct Decoder {
     scratch: Slots,
     /// Which paths may decode a packet (tests compare them).
     paths: Paths,
+    /// Packets decoded by the byte-layout match (tests check the writer's layout hits it).
+    layout_hits: u64,
 }
 
 /// The decoder's paths, fastest first; each falls back to the next on anything it does not
@@ -730,6 +732,13 @@ impl Decoder {
     /// Decodes one packet; if it completes a record (at most one per packet), writes it into
     /// `slot`, reusing the slot's allocations when it already holds a record of the same kind.
     /// `slot` is untouched otherwise.
+    /// Packets the byte-layout match decoded so far.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(super) fn layout_hits(&self) -> u64 {
+        self.layout_hits
+    }
+
+    #[inline(always)]
     pub(super) fn packet<'a>(
         &mut self,
         bytes: &'a [u8],
@@ -740,6 +749,11 @@ impl Decoder {
                 return Ok(Step::done(done));
             }
         }
+        self.packet_slow(bytes, slot)
+    }
+
+    #[inline(never)]
+    fn packet_slow<'a>(&mut self, bytes: &'a [u8], slot: &mut ReadRecord) -> Result<Step<'a>> {
         self.packet_inner(bytes, slot).context("decoding a packet")
     }
 
@@ -978,7 +992,7 @@ impl Decoder {
             OpenBody::General { name, args } => {
                 self.slice_general(track, open.ts, &name, &args, end, slot)
             }
-            body => emit(self.tracks.get(track), open.ts, body, end, slot),
+            body => emit(self.tracks.get(track), open.ts, &body, end, slot),
         }
     }
 
@@ -1139,6 +1153,15 @@ impl IidTable<Vec<Open>> {
     fn entry_vec(&mut self, iid: u64) -> &mut Vec<Open> {
         self.get_or_default(iid)
     }
+
+    /// Opens a slice on track `iid`.
+    #[inline(always)]
+    fn push(&mut self, iid: u64, o: Open) {
+        match self.dense.get_mut(iid as usize) {
+            Some(Some(v)) if iid < MAX_DENSE_IID => v.push(o),
+            _ => self.entry_vec(iid).push(o),
+        }
+    }
 }
 
 /// Declares a packet's interned data in its sequence's tables, resolving what the fast path
@@ -1222,22 +1245,22 @@ fn resolve_args(seq: &SeqState, raw: &[u8]) -> Result<Vec<(Arc<str>, Val)>> {
 }
 
 /// A resolved slice's record, if its track (looked up at its end) is still of its kind.
-#[inline]
+#[inline(always)]
 fn emit(
     track: Option<&TrackKind>,
     ts: u64,
-    body: OpenBody,
+    body: &OpenBody,
     end: u64,
     slot: &mut ReadRecord,
 ) -> bool {
     let dur = end.saturating_sub(ts);
     match (track, body) {
         (Some(TrackKind::Thread(t)), OpenBody::Cuda(p)) => {
-            put_cuda(slot, ts, dur, t, &p);
+            put_cuda(slot, ts, dur, t, p);
             true
         }
         (Some(TrackKind::OffCpu(t)), OpenBody::OffCpu(p)) => {
-            put_off_cpu(slot, ts, dur, t, &p);
+            put_off_cpu(slot, ts, dur, t, p);
             true
         }
         _ => false,
@@ -1256,7 +1279,7 @@ fn put_thread(dst: &mut ThreadRef, t: &ThreadRef) {
 
 /// Writes a CUDA call into `slot`, in place when it already holds one (no allocation when
 /// the thread name fits the slot's string).
-#[inline]
+#[inline(always)]
 fn put_cuda(slot: &mut ReadRecord, ts: u64, dur: u64, t: &ThreadRef, p: &CudaPrep) {
     if let ReadRecord::Cuda(c) = slot {
         c.ts_ns = ts;
