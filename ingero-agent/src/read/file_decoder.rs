@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result, bail};
 
-use super::decoder::{Decoder, Step};
+use super::decoder::{Decoder, Paths, Step};
 use super::inflate::Inflater;
 use super::types::ReadRecord;
 
@@ -26,13 +26,24 @@ impl Default for FileDecoder {
 
 impl FileDecoder {
     pub fn new() -> FileDecoder {
+        FileDecoder::with_paths(Paths::All)
+    }
+
+    /// A decoder limited to some of its paths (tests compare them).
+    pub(crate) fn with_paths(paths: Paths) -> FileDecoder {
         FileDecoder {
-            dec: Decoder::new(),
+            dec: Decoder::new(paths),
             inf: Inflater::default(),
             pos: 0,
             end: 0,
             packets: 0,
         }
+    }
+
+    /// Packets the fast path's byte-layout match decoded so far.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn layout_packets(&self) -> u64 {
+        self.dec.layout_hits()
     }
 
     /// Packets decoded so far, counting those inside containers and not the containers.
@@ -117,7 +128,15 @@ impl FileDecoder {
 
 /// The framing of the packet at `at` in an inflated container: its tag and its bytes'
 /// position. `None` when the header or the packet runs past the end.
+#[inline(always)]
 fn inner_packet(buf: &[u8], at: usize) -> Option<(u8, std::ops::Range<usize>)> {
+    // Packets under 128 bytes (every slice begin and end): a one-byte length.
+    if let Some(&[tag, len]) = buf.get(at..at + 2) {
+        if len < 0x80 {
+            let r = at + 2..at + 2 + usize::from(len);
+            return (r.end <= buf.len()).then_some((tag, r));
+        }
+    }
     let tag = *buf.get(at)?;
     let mut len: u64 = 0;
     let mut i = at + 1;

@@ -38,6 +38,8 @@ mod scan;
 mod tests;
 mod types;
 
+#[cfg(test)]
+use decoder::Paths;
 pub use decoder::empty_record;
 pub use file_decoder::FileDecoder;
 pub use framing::{ChunkedPackets, PacketReader};

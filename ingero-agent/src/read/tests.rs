@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use libdeflater::{CompressionLvl, Compressor};
 use prost::Message;
 
-use super::{FileDecoder, PacketReader, ReadRecord, TimeRange, TraceReader, empty_record};
+use super::{FileDecoder, PacketReader, Paths, ReadRecord, TimeRange, TraceReader, empty_record};
 use crate::decode::CudaArgs;
 use crate::record::proto::{
     DebugAnnotation, DebugAnnotationName, EventName, InternedData, InternedString,
@@ -16,6 +16,8 @@ use crate::record::proto::{
 use crate::record::schema::{self, LaunchConfig, arg};
 use crate::record::synth::{self, SCENARIO_T0 as T0};
 use crate::record::{FinalStats, Recorder, RecorderConfig};
+use crate::timeline::record::TimelineRecord;
+use ingero_ebpf::CudaOp;
 
 pub(super) fn tmp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ingero-read-{name}-{}", std::process::id()));
@@ -24,23 +26,34 @@ pub(super) fn tmp_dir(name: &str) -> PathBuf {
     d
 }
 
-/// A file written by the current writer: the full scenario, then launches.
-pub(super) fn written(dir: &Path, launches: u64) -> Vec<u8> {
-    let path = dir.join("plain.pftrace");
+/// Writes `records` with the current writer into `dir/written*.pftrace`, rotating at
+/// `max_file_size`, compressing at `level` (0: plain packets); returns the files' bytes,
+/// oldest first.
+fn write(dir: &Path, records: &[TimelineRecord], max_file_size: u64, level: u32) -> Vec<Vec<u8>> {
     let cfg = RecorderConfig {
-        path: Some(path.clone()),
+        path: Some(dir.join("written.pftrace")),
         machine_id: Some(77),
+        max_file_size,
+        compression_level: level,
         chown_to_sudo_user: false,
         ..Default::default()
     };
     let mut rec = Recorder::create_with(cfg, false).expect("create");
-    let mut records = synth::scenario();
-    records.extend(synth::launches(launches, T0 + 30_000_000));
-    for r in &records {
+    for r in records {
         rec.write(r).expect("write");
     }
-    rec.finish(&FinalStats::default()).expect("finish");
-    std::fs::read(&path).expect("read back")
+    let files = rec.finish(&FinalStats::default()).expect("finish");
+    files
+        .iter()
+        .map(|f| std::fs::read(f).expect("read back"))
+        .collect()
+}
+
+/// A file of plain packets written by the current writer: the full scenario, then launches.
+pub(super) fn written(dir: &Path, launches: u64) -> Vec<u8> {
+    let mut records = synth::scenario();
+    records.extend(synth::launches(launches, T0 + 30_000_000));
+    write(dir, &records, u64::MAX, 0).remove(0)
 }
 
 pub(super) fn packets_of(file: &[u8]) -> Vec<Vec<u8>> {
@@ -362,4 +375,147 @@ fn the_launch_argument_gives_the_launch_configuration() {
             "inline {inline}"
         );
     }
+}
+
+/// Equal record lists, reporting only the first difference (the lists are long).
+fn same(got: &[ReadRecord], want: &[ReadRecord]) {
+    if let Some(i) = (0..got.len().min(want.len())).find(|i| got[*i] != want[*i]) {
+        panic!("record {i}: got {:?}, want {:?}", got[i], want[i]);
+    }
+    assert_eq!(got.len(), want.len(), "record count");
+}
+
+/// Every record of a file, decoded packet by packet with some of the decoder's paths.
+fn decode_with(paths: Paths, file: &[u8]) -> Vec<ReadRecord> {
+    let mut d = FileDecoder::with_paths(paths);
+    let mut out = Vec::new();
+    for p in packets_of(file) {
+        d.packet(&p, &mut out).expect("decode");
+    }
+    out
+}
+
+#[test]
+fn every_decoder_path_yields_the_same_records() {
+    let dir = tmp_dir("paths");
+    let mut records = synth::scenario();
+    records.extend(synth::launches(3_000, T0 + 30_000_000));
+    // Late calls (the late sequence), an overlap the writer clamps, and a failing call.
+    let t = synth::task(synth::SCENARIO_PID, synth::SCENARIO_PID, "python3");
+    let launch = |ts: u64, dur: u64, ret: i32| {
+        synth::cuda(
+            t,
+            ts,
+            dur,
+            CudaOp::LaunchKernel,
+            ret,
+            CudaArgs::Launch {
+                func: 0x42,
+                grid: [2, 1, 1],
+                block: [64, 1, 1],
+                shared_mem: 16,
+                stream: 0x99,
+            },
+        )
+    };
+    let late = T0 + 100_000_000;
+    records.extend([
+        launch(late, 1_000, 0),
+        launch(late - 50_000_000, 1_000, 0),
+        launch(late + 10_000, 50_000, 0),
+        launch(late + 20_000, 50_000, 719),
+    ]);
+    // The writer's own compressed chunks and plain packets give the same records.
+    let one = |level| {
+        let d = dir.join(format!("level-{level}"));
+        std::fs::create_dir_all(&d).expect("dir");
+        write(&d, &records, u64::MAX, level).remove(0)
+    };
+    let (plain, packed) = (one(0), one(1));
+    assert!(packed.len() * 3 < plain.len(), "compressed");
+    // Written twice: only the session's wall-clock start differs.
+    let unstamp = |mut rs: Vec<ReadRecord>| {
+        for r in &mut rs {
+            if let ReadRecord::Session(s) = r {
+                s.started_realtime_ns = 0;
+            }
+        }
+        rs
+    };
+    same(
+        &unstamp(decode_with(Paths::All, &packed)),
+        &unstamp(decode_with(Paths::General, &plain)),
+    );
+
+    let mut files = write(&dir, &records, 16 * 1024, 0);
+    let rotated = files.len();
+    assert!(rotated >= 3, "{rotated} files");
+    let d = dir.join("rotated");
+    std::fs::create_dir_all(&d).expect("dir");
+    files.extend(write(&d, &records, 16 * 1024, 1));
+    let mut total = 0;
+    for file in &files[..rotated] {
+        let want = decode_with(Paths::General, file);
+        assert!(!want.is_empty());
+        total += want.len();
+        same(&decode_with(Paths::Scanner, file), &want);
+        same(&decode_with(Paths::All, file), &want);
+        let (packed, _) = repack(&packets_of(file));
+        same(&decode_with(Paths::All, &packed), &want);
+        same(&decode_with(Paths::General, &packed), &want);
+    }
+    for file in &files[rotated..] {
+        let want = decode_with(Paths::General, file);
+        assert!(!want.is_empty());
+        same(&decode_with(Paths::Scanner, file), &want);
+        same(&decode_with(Paths::All, file), &want);
+    }
+    let files = &files[..rotated];
+    let calls = |rs: &[ReadRecord]| {
+        rs.iter()
+            .filter(|r| matches!(r, ReadRecord::Cuda(_)))
+            .count()
+    };
+    let all: Vec<ReadRecord> = files
+        .iter()
+        .flat_map(|f| decode_with(Paths::All, f))
+        .collect();
+    assert_eq!(all.len(), total);
+    assert!(calls(&all) >= 3_000 + 4, "{} calls", calls(&all));
+    assert!(
+        all.iter()
+            .any(|r| matches!(r, ReadRecord::Cuda(c) if c.ret == 719))
+    );
+    assert!(
+        all.iter()
+            .any(|r| matches!(r, ReadRecord::Cuda(c) if c.clamped_from_ns.is_some()))
+    );
+    assert!(all.iter().any(|r| matches!(r, ReadRecord::OffCpu(_))));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_writer_s_launches_take_the_byte_layout_path() {
+    let dir = tmp_dir("layout");
+    let n = 4_000u64;
+    let records: Vec<_> = synth::launches(n, T0).collect();
+    let file = write(&dir, &records, u64::MAX, 1).remove(0);
+    let mut d = FileDecoder::new();
+    let mut out = Vec::new();
+    for p in packets_of(&file) {
+        d.packet(&p, &mut out).expect("decode");
+    }
+    let calls = out
+        .iter()
+        .filter(|r| matches!(r, ReadRecord::Cuda(_)))
+        .count() as u64;
+    assert_eq!(calls, n);
+    // Launches (98 %) and every end; the other calls have several arguments.
+    assert!(
+        d.layout_packets() > 2 * n * 97 / 100,
+        "{} of {} packets",
+        d.layout_packets(),
+        d.packets()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
