@@ -12,15 +12,16 @@
 //!
 //! `--level` is the compression level of the main figures and of the file the reader reads
 //! (default: the recorder's default); `--levels` adds size and writer figures for each listed
-//! level; `--write-only` skips the reader (for profiling the writer under callgrind).
+//! level (and how fast its chunks inflate); `--write-only` skips the reader (for profiling the writer under callgrind).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use ingero_agent::read::{ReadRecord, TimeRange, TraceReader, empty_record};
+use ingero_agent::read::{PacketReader, ReadRecord, TimeRange, TraceReader, empty_record};
 use ingero_agent::record::{FinalStats, Recorder, RecorderConfig, synth};
 use ingero_agent::timeline::record::TimelineRecord;
+use libdeflater::Decompressor;
 
 /// Writes `records` and returns (wall seconds, (CPU seconds, file size)).
 fn write(
@@ -50,6 +51,40 @@ fn write(
         secs,
         (cpu, std::fs::metadata(path).context("trace size")?.len()),
     ))
+}
+
+/// Inflates every `compressed_packets` container of the file at `path` (best of `rounds`):
+/// (seconds, inflated bytes). What inflating alone costs a reader, whatever its decoder.
+fn inflate_all(path: &Path, rounds: u32) -> Result<(f64, u64)> {
+    let bytes = std::fs::read(path).context("reading the trace")?;
+    let mut packets = Vec::new();
+    let mut r = PacketReader::new(&bytes[..]);
+    let mut buf = Vec::new();
+    while r.next_into(&mut buf)? {
+        // A container holds only field 50: key 0x92 0x03, then the stream's length.
+        if let Some(body) = buf.strip_prefix(&[0x92, 0x03][..]) {
+            let mut framed = vec![0x0A];
+            framed.extend_from_slice(body);
+            let mut inner = PacketReader::new(&framed[..]);
+            let mut z = Vec::new();
+            if inner.next_into(&mut z)? {
+                packets.push(z);
+            }
+        }
+    }
+    let mut d = Decompressor::new();
+    let mut out = vec![0u8; 1 << 20];
+    best(rounds, || {
+        let start = Instant::now();
+        let mut total = 0u64;
+        for z in &packets {
+            let n = d
+                .zlib_decompress(z, &mut out)
+                .map_err(|e| anyhow::anyhow!("inflating: {e}"))?;
+            total += n as u64;
+        }
+        Ok((start.elapsed().as_secs_f64(), total))
+    })
 }
 
 /// Size and writer figures at one compression level: (bytes with machine_id, bytes without,
@@ -170,8 +205,18 @@ fn main() -> Result<()> {
 
     for l in &levels {
         let (bytes_mid, bytes, secs, cpu) = measure_writer(&path, &records, rounds, *l)?;
+        let (isecs, raw) = inflate_all(&path, rounds)?;
+        let inflate = if raw > 0 {
+            format!(
+                ", inflate {:.0} MB/s = {:.1} M calls/s",
+                raw as f64 / isecs / 1e6,
+                n as f64 / isecs / 1e6
+            )
+        } else {
+            String::new()
+        };
         println!(
-            "level {l}: bytes_per_call {:.2} ({:.2} with machine_id), writer {:.2} M calls/s ({:.2} M calls per cpu-s)",
+            "level {l}: bytes_per_call {:.2} ({:.2} with machine_id), writer {:.2} M calls/s ({:.2} M calls per cpu-s){inflate}",
             bytes as f64 / n as f64,
             bytes_mid as f64 / n as f64,
             n as f64 / secs / 1e6,

@@ -100,9 +100,9 @@ pub const MACHINE_ID_BITS: u32 = 21;
 /// The id is stamped on every packet, and 21 bits make a 3-byte varint instead of the 5 bytes
 /// of a 32-bit hash: 4 bytes less per CUDA call (two packets) before compression. Ids only have
 /// to differ between the hosts whose recordings are merged into one trace: for k hosts the
-/// chance of a collision is about k²/2²²: 1 in 90,000 for 5 hosts, 1 in 4,200 for 20, 1 in
-/// 170 for 100. Past a few dozen hosts, set the id per host instead (`RecorderConfig::
-/// machine_id`).
+/// chance of a collision is k(k−1)/2 pairs × 2⁻²¹, about 1 in 210,000 for 5 hosts, 1 in
+/// 11,000 for 20, 1 in 420 for 100. Past a few dozen hosts, set the id per host instead
+/// (`RecorderConfig::machine_id`).
 pub fn machine_id_from(source: &str) -> u32 {
     fold_machine_id(fnv1a32(source.as_bytes()))
 }

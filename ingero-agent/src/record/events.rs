@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use anyhow::Result;
 
-use super::encode;
+use super::encode::{self, EventTail};
 use super::interner::{Arg, Cat, Interner, Name, StrKey};
 use super::proto::event_type;
 use super::recorder::Recorder;
@@ -208,7 +208,7 @@ impl Recorder {
             encode::arg_uint(buf, Arg::ClampedFromNs.iid(), d);
         }
         let name = seq.interner.name(Name::Op(c.op));
-        self.event_close(e, event_type::SLICE_BEGIN, Some(name), track, None)?;
+        self.event_close(e, &EventTail::named(event_type::SLICE_BEGIN, name, track))?;
         if late {
             self.late_slice_end(track, begun.end)?;
         }
@@ -260,7 +260,7 @@ impl Recorder {
             encode::arg_uint(buf, Arg::ClampedFromNs.iid(), d);
         }
         let name = seq.interner.name(Name::OffCpu(o.reason));
-        self.event_close(e, event_type::SLICE_BEGIN, Some(name), track, None)?;
+        self.event_close(e, &EventTail::named(event_type::SLICE_BEGIN, name, track))?;
         if late {
             self.late_slice_end(track, begun.end)?;
         }
@@ -283,7 +283,7 @@ impl Recorder {
             encode::arg_string(buf, Arg::Text.iid(), p.text.as_bytes());
         }
         let name = seq.interner.name(Name::Lifecycle(p.op));
-        self.event_close(e, event_type::INSTANT, Some(name), track, None)?;
+        self.event_close(e, &EventTail::named(event_type::INSTANT, name, track))?;
         match p.op {
             ProcessOp::Exit => {
                 let at = if late { self.main.last_ts() } else { p.ts_ns };

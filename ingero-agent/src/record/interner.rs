@@ -222,21 +222,37 @@ impl StrKey<'_> {
     }
 }
 
-/// A launch configuration as a hash key: hashed as one mixed word (the derived `Hash` of its
-/// arrays feeds [`FastHasher`] byte by byte), compared field by field.
+/// A launch configuration as a hash key: packed into six words, so equality is a few wide
+/// compares and the hash one mix of them (the derived `Hash` of its arrays feeds
+/// [`FastHasher`] byte by byte).
 #[derive(Clone, Copy, PartialEq, Eq)]
-struct LaunchKey(LaunchConfig);
+struct LaunchKey([u64; 6]);
+
+impl LaunchKey {
+    #[inline(always)]
+    fn new(l: &LaunchConfig) -> LaunchKey {
+        let pair = |a: u32, b: u32| u64::from(a) | (u64::from(b) << 32);
+        LaunchKey([
+            l.func,
+            pair(l.grid[0], l.grid[1]),
+            pair(l.grid[2], l.block[0]),
+            pair(l.block[1], l.block[2]),
+            l.shared_mem,
+            l.stream,
+        ])
+    }
+}
 
 impl std::hash::Hash for LaunchKey {
+    #[inline(always)]
     fn hash<H: Hasher>(&self, state: &mut H) {
-        let l = &self.0;
-        let dims =
-            |d: [u32; 3]| u64::from(d[0]) ^ (u64::from(d[1]) << 21) ^ (u64::from(d[2]) << 42);
-        let mix = l.func
-            ^ dims(l.grid).rotate_left(17)
-            ^ dims(l.block).rotate_left(31)
-            ^ l.shared_mem.rotate_left(47)
-            ^ l.stream.rotate_left(7);
+        let w = &self.0;
+        let mix = w[0]
+            ^ w[1].rotate_left(13)
+            ^ w[2].rotate_left(29)
+            ^ w[3].rotate_left(41)
+            ^ w[4].rotate_left(53)
+            ^ w[5].rotate_left(7);
         state.write_u64(mix);
     }
 }
@@ -384,7 +400,7 @@ impl Interner {
     /// lookup per launch. `None` past the cap (write the text inline).
     #[inline]
     pub fn launch(&mut self, l: &LaunchConfig) -> Option<u64> {
-        let key = LaunchKey(*l);
+        let key = LaunchKey::new(l);
         if let Some(iid) = self.launches.get(&key) {
             return Some(*iid);
         }

@@ -20,7 +20,7 @@ use anyhow::Result;
 use super::chunk::ChunkWriter;
 use super::clocks::{ClockOffsets, machine_id, monotonic_now_ns, realtime_now_ns};
 use super::config::{CLOCK_SNAPSHOT_INTERVAL_NS, FinalStats, RecorderConfig};
-use super::encode::{self, MachineIdField};
+use super::encode::{self, EventTail, Head, MachineIdField};
 use super::files::{self, Naming, Owner, TraceFile};
 use super::interner::{Arg, Cat, FastMap, Name};
 use super::labels::LabelState;
@@ -58,11 +58,10 @@ struct EpsWindow {
     count: u64,
 }
 
-/// An open track-event packet: where its frame and its `track_event` length go.
+/// An open track-event packet: where its lengths go, and its sequence.
 #[derive(Clone, Copy)]
 pub(super) struct OpenEvent {
-    frame: usize,
-    track_event: usize,
+    head: Head,
     late: bool,
 }
 
@@ -333,39 +332,27 @@ impl Recorder {
         }
         let seq = if late { &mut self.late } else { &mut self.main };
         let ts = seq.timestamp_field(ts);
-        let buf = self.out.buf();
-        let frame = encode::packet_head(buf, Some(ts), seq.id());
-        Ok(OpenEvent {
-            frame,
-            track_event: encode::track_event_open(buf),
-            late,
-        })
+        let head = encode::event_head(self.out.buf(), ts, seq.id());
+        Ok(OpenEvent { head, late })
     }
 
     /// Ends a packet begun by [`Recorder::event_open`]: the track event's type, name, track
     /// and counter value, definitions interned meanwhile, flags and machine id.
     #[inline(always)]
-    pub(super) fn event_close(
-        &mut self,
-        e: OpenEvent,
-        ty: i32,
-        name_iid: Option<u64>,
-        track: u64,
-        counter_value: Option<i64>,
-    ) -> Result<()> {
+    pub(super) fn event_close(&mut self, e: OpenEvent, tail: &EventTail) -> Result<()> {
         let seq = if e.late {
             &mut self.late
         } else {
             &mut self.main
         };
         let buf = self.out.buf();
-        encode::track_event_close(buf, e.track_event, ty, name_iid, track, counter_value);
+        encode::track_event_tail(buf, e.head, tail);
         if seq.interner.has_pending() {
             seq.interner.encode_pending(INTERNED_DATA, buf);
         }
-        encode::packet_tail(buf, e.frame, SEQ_NEEDS_INCREMENTAL_STATE, &self.mid);
+        encode::packet_tail(buf, e.head, SEQ_NEEDS_INCREMENTAL_STATE, &self.mid);
         // The frame's key is the byte before its length placeholder.
-        self.out.packet_done(e.frame - 1)
+        self.out.packet_done(e.head.frame - 1)
     }
 
     /// The debug-annotation buffer of an open event and the interning table of its sequence.
@@ -528,14 +515,28 @@ impl Recorder {
     /// Writes the end of a slice on the main sequence at `end` (the stream has reached it).
     #[inline(always)]
     fn slice_end(&mut self, track: u64, end: u64) -> Result<()> {
-        let e = self.event_open(false, end)?;
-        self.event_close(e, event_type::SLICE_END, None, track, None)
+        self.end_packet(false, track, end)
     }
 
     /// The end of a late slice, written right after its begin on the late sequence.
     pub(super) fn late_slice_end(&mut self, track: u64, end: u64) -> Result<()> {
-        let e = self.event_open(true, end)?;
-        self.event_close(e, event_type::SLICE_END, None, track, None)
+        self.end_packet(true, track, end)
+    }
+
+    /// A slice-end packet: in one piece unless definitions are waiting to be written.
+    #[inline(always)]
+    fn end_packet(&mut self, late: bool, track: u64, end: u64) -> Result<()> {
+        let seq = if late { &mut self.late } else { &mut self.main };
+        if !seq.started() || seq.interner.has_pending() {
+            let e = self.event_open(late, end)?;
+            return self.event_close(e, &EventTail::end(track));
+        }
+        let ts = seq.timestamp_field(end);
+        let buf = self.out.buf();
+        let start = buf.len();
+        let flags = SEQ_NEEDS_INCREMENTAL_STATE;
+        encode::slice_end(buf, ts, seq.id(), track, flags, &self.mid);
+        self.out.packet_done(start)
     }
 
     /// An open-ended slice (label state): begun now, ended by [`Recorder::end_open`].
@@ -563,7 +564,15 @@ impl Recorder {
 
     pub(super) fn counter(&mut self, late: bool, track: u64, ts: u64, value: i64) -> Result<()> {
         let e = self.event_open(late, ts)?;
-        self.event_close(e, event_type::COUNTER, None, track, Some(value))
+        self.event_close(
+            e,
+            &EventTail {
+                ty: event_type::COUNTER,
+                name_iid: None,
+                track,
+                counter_value: Some(value),
+            },
+        )
     }
 
     // ---- session and statistics ----------------------------------------------------------

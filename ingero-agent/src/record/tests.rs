@@ -1,5 +1,6 @@
 //! Writer ↔ reader tests: round trip of every record kind, late records, rotation and
-//! retention, and truncation at every byte of the last packets.
+//! retention, truncation at every byte of the last packets, size per call. Chunks and
+//! compression: `chunk_tests.rs`.
 
 use std::path::{Path, PathBuf};
 
@@ -450,14 +451,32 @@ fn packets_are_small_on_a_launch_workload() {
     let dir = tmp_dir("size");
     let n = 20_000u64;
     let records: Vec<_> = synth::launches(n, T0).collect();
-    let mut cfg = config(Some(dir.join("s.pftrace")), None);
-    cfg.stamp_machine_id = false;
-    let (files, _) = write_all(cfg, &records);
-    let size = std::fs::metadata(&files[0]).map(|m| m.len()).unwrap_or(0);
-    let per_call = size as f64 / n as f64;
-    // A regression guard: two packets per call (begin with interned args, end) cost about
-    // 60 bytes today; the record-bench example prints the exact figure.
-    assert!(per_call < 64.0, "{per_call:.1} bytes per call");
+    let per_call = |stamp_machine_id: bool, compression_level: u32| {
+        let mut cfg = config(Some(dir.join("s.pftrace")), None);
+        cfg.stamp_machine_id = stamp_machine_id;
+        cfg.compression_level = compression_level;
+        // The default id's width (21 bits), not the test override's.
+        cfg.machine_id = Some(0x1F_FFFF);
+        let (files, _) = write_all(cfg, &records);
+        let size = std::fs::metadata(&files[0]).map(|m| m.len()).unwrap_or(0);
+        size as f64 / n as f64
+    };
+    // Regression guards; the record-bench example prints the exact figures. Plain: a begin
+    // (one interned launch argument, ~29 bytes) and an end (~20 bytes) per call, 5 of each for
+    // the machine id. Compressed (the default): the target is 16 bytes per call.
+    let plain = per_call(true, 0);
+    assert!(plain < 52.0, "{plain:.1} bytes per call, plain");
+    let plain_no_mid = per_call(false, 0);
+    assert!(
+        (9.0..11.0).contains(&(plain - plain_no_mid)),
+        "machine id: {:.1} bytes per call",
+        plain - plain_no_mid
+    );
+    let compressed = per_call(true, 1);
+    assert!(
+        compressed < 16.0,
+        "{compressed:.1} bytes per call, compressed"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
