@@ -2,12 +2,13 @@
 //! Prints one `name value unit` line per figure.
 //!
 //! `cargo run --release -p ingero-agent --example read-bench -- [--events N] [--dir DIR]
-//! [--rounds R] [--chunk KIB] [--level L] [--file PATH] [--only next_into]`
+//! [--rounds R] [--writer-level L] [--chunk KIB] [--level L] [--file PATH] [--only next_into]
+//! [--write PATH]`
 //!
-//! Without `--file` it writes `synth::launches(N)` with the current writer and re-packs the
-//! packets into `compressed_packets` containers of about `--chunk` KiB inflated (default 256,
-//! 0: leave the file plain), which is the layout the writer is moving to. With `--file` it
-//! reads that file as is. Throughputs are the best of `--rounds` runs and are also given per
+//! Without `--file` it writes `synth::launches(N)` with the current writer, compressing at
+//! `--writer-level` (default: the writer's; 0: plain packets), and with `--chunk KIB` re-packs
+//! a plain file's packets into `compressed_packets` containers of about that size inflated at
+//! `--level`. With `--file` it reads that file as is. Throughputs are the best of `--rounds` runs and are also given per
 //! CPU second of the reading thread (the machines this runs on are shared). `--only next_into`
 //! runs one `next_into` pass and nothing else (for callgrind); `--write PATH` only writes the
 //! file it would read.
@@ -84,10 +85,11 @@ fn repack(plain: &[u8], chunk: usize, level: i32) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-fn write_plain(path: &Path, n: u64) -> Result<()> {
+fn write_plain(path: &Path, n: u64, level: u32) -> Result<()> {
     let cfg = RecorderConfig {
         path: Some(path.to_path_buf()),
         max_file_size: u64::MAX,
+        compression_level: level,
         chown_to_sudo_user: false,
         ..Default::default()
     };
@@ -186,6 +188,7 @@ fn main() -> Result<()> {
     let mut rounds = 3u32;
     let mut chunk = 0usize;
     let mut level = 2i32;
+    let mut writer_level = RecorderConfig::default().compression_level;
     let mut dir = std::env::temp_dir();
     let mut file = None;
     let mut only = None;
@@ -197,6 +200,9 @@ fn main() -> Result<()> {
             "--rounds" => rounds = args.next().context("--rounds R")?.parse()?,
             "--chunk" => chunk = args.next().context("--chunk KIB")?.parse()?,
             "--level" => level = args.next().context("--level L")?.parse()?,
+            "--writer-level" => {
+                writer_level = args.next().context("--writer-level L")?.parse()?;
+            }
             "--file" => file = Some(PathBuf::from(args.next().context("--file PATH")?)),
             "--only" => only = Some(args.next().context("--only next_into")?),
             "--write" => write_to = Some(PathBuf::from(args.next().context("--write PATH")?)),
@@ -210,7 +216,7 @@ fn main() -> Result<()> {
             let plain = write_to.clone().unwrap_or_else(|| {
                 dir.join(format!("ingero-read-bench-{}.pftrace", std::process::id()))
             });
-            write_plain(&plain, n)?;
+            write_plain(&plain, n, writer_level)?;
             if chunk > 0 {
                 let bytes = std::fs::read(&plain)?;
                 std::fs::write(&plain, repack(&bytes, chunk << 10, level)?)?;

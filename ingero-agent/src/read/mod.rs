@@ -30,6 +30,7 @@
 //!   records always pass.
 
 mod decoder;
+mod expand;
 mod file_decoder;
 mod framing;
 mod inflate;
@@ -41,6 +42,7 @@ mod types;
 #[cfg(test)]
 use decoder::Paths;
 pub use decoder::empty_record;
+pub use expand::ExpandedPackets;
 pub use file_decoder::FileDecoder;
 pub use framing::{ChunkedPackets, PacketReader};
 pub use types::{

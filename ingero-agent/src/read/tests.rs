@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 use libdeflater::{CompressionLvl, Compressor};
 use prost::Message;
 
-use super::{FileDecoder, PacketReader, Paths, ReadRecord, TimeRange, TraceReader, empty_record};
+use super::{
+    ExpandedPackets, FileDecoder, PacketReader, Paths, ReadRecord, TimeRange, TraceReader,
+    empty_record,
+};
 use crate::decode::CudaArgs;
 use crate::record::proto::{
     DebugAnnotation, DebugAnnotationName, EventName, InternedData, InternedString,
@@ -517,5 +520,29 @@ fn the_writer_s_launches_take_the_byte_layout_path() {
         d.layout_packets(),
         d.packets()
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn expanded_packets_are_the_plain_packets() {
+    let dir = tmp_dir("expand");
+    let plain = written(&dir, 500);
+    let packets = packets_of(&plain);
+    let (file, _) = repack(&packets);
+    let mut r = ExpandedPackets::new(&file[..]);
+    let mut buf = Vec::new();
+    let mut got = Vec::new();
+    while r.next_into(&mut buf).expect("packet") {
+        got.push(buf.clone());
+    }
+    assert_eq!(got, packets);
+    assert!(!r.truncated());
+    let mut cut = ExpandedPackets::new(&file[..file.len() - 3]);
+    let mut n = 0;
+    while cut.next_into(&mut buf).expect("a cut file ends quietly") {
+        n += 1;
+    }
+    assert!(cut.truncated());
+    assert!(n < packets.len());
     let _ = std::fs::remove_dir_all(&dir);
 }

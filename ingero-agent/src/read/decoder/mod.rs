@@ -1267,13 +1267,15 @@ fn emit(
     }
 }
 
-/// The thread into a record's slot, copying the name only when it changed.
+/// The thread into a record's slot, copying the name only when it changed. Another thread
+/// (the common case when threads interleave) is copied without comparing names first.
 #[inline(always)]
 fn put_thread(dst: &mut ThreadRef, t: &ThreadRef) {
-    dst.pid = t.pid;
-    dst.tid = t.tid;
-    if dst.name != t.name {
-        dst.name.clone_from(&t.name);
+    if dst.tid != t.tid || dst.pid != t.pid || dst.name != t.name {
+        dst.pid = t.pid;
+        dst.tid = t.tid;
+        dst.name.clear();
+        dst.name.push_str(&t.name);
     }
 }
 
