@@ -69,6 +69,11 @@ pub struct RecordFlags {
     /// Delete the oldest recordings of the trace directory beyond this total.
     #[arg(long, value_name = "BYTES", default_value_t = crate::record::DEFAULT_MAX_TOTAL_SIZE)]
     pub max_total_size: u64,
+    /// libdeflate level (1 fastest … 12 smallest) of the compressed chunks the recording is
+    /// written in; 0 writes packets uncompressed.
+    #[arg(long, value_name = "LEVEL", default_value_t = crate::record::DEFAULT_COMPRESSION_LEVEL,
+          value_parser = clap::value_parser!(u32).range(0..=12))]
+    pub compression_level: u32,
     /// How long records are held to put them in timestamp order before writing.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "250ms")]
     pub reorder_window: Duration,
@@ -90,6 +95,7 @@ impl RecordFlags {
             path: self.output.clone(),
             max_file_size: self.max_file_size,
             max_total_size: self.max_total_size,
+            compression_level: self.compression_level,
             session,
             ..RecorderConfig::default()
         };

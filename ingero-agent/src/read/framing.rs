@@ -111,6 +111,8 @@ pub struct ChunkedPackets<R> {
     eof: bool,
     /// File offset of `buf[pos]`.
     offset: u64,
+    /// File offset of the last packet handed out (its tag).
+    start: u64,
     truncated: bool,
 }
 
@@ -123,6 +125,7 @@ impl<R: Read> ChunkedPackets<R> {
             end: 0,
             eof: false,
             offset: 0,
+            start: 0,
             truncated: false,
         }
     }
@@ -130,6 +133,11 @@ impl<R: Read> ChunkedPackets<R> {
     /// Byte offset of the next packet.
     pub fn offset(&self) -> u64 {
         self.offset
+    }
+
+    /// Byte offset of the last packet returned by [`Self::next_range`] (its tag's offset).
+    pub fn packet_start(&self) -> u64 {
+        self.start
     }
 
     /// True once the stream ended inside a packet.
@@ -218,6 +226,7 @@ impl<R: Read> ChunkedPackets<R> {
             }
             let start = self.pos + hdr;
             self.pos += total;
+            self.start = self.offset;
             self.offset += total as u64;
             // Only `Trace.packet` (field 1, length-delimited) carries packets; other
             // length-delimited top-level fields are skipped.

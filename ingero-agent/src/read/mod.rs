@@ -19,6 +19,9 @@
 //! - Files are read in 1 MiB chunks and decoded packet by packet in place: memory is bounded by the open
 //!   slices, not the file size. A truncated last packet ends the file quietly
 //!   ([`TraceReader::truncated_files`] says which).
+//! - `compressed_packets` containers (zlib) are inflated one at a time and their packets
+//!   decoded as if they stood in the file in their place; files may mix both. A corrupt
+//!   container is an error naming the file and its offset.
 //! - Fast scans: [`TraceReader::next_into`] reuses one record's allocations (the thread name,
 //!   `next_comm`) from call to call; the iterator hands out fresh records.
 //! - Slices come out when they end: records are in end order on the main sequence, and late
@@ -27,11 +30,20 @@
 //!   records always pass.
 
 mod decoder;
+mod expand;
+mod file_decoder;
 mod framing;
+mod inflate;
 mod scan;
+#[cfg(test)]
+mod tests;
 mod types;
 
-pub use decoder::{FileDecoder, empty_record};
+#[cfg(test)]
+use decoder::Paths;
+pub use decoder::empty_record;
+pub use expand::ExpandedPackets;
+pub use file_decoder::FileDecoder;
 pub use framing::{ChunkedPackets, PacketReader};
 pub use types::{
     CounterKind, CounterSample, CudaCallRecord, LabelInterval, LifecycleRecord, OffCpuRecord,
@@ -96,6 +108,7 @@ pub struct TraceReader {
     current: Option<(PathBuf, ChunkedPackets<File>, FileDecoder)>,
     range: TimeRange,
     truncated: Vec<PathBuf>,
+    /// Packets of the files already done.
     packets: u64,
 }
 
@@ -119,9 +132,10 @@ impl TraceReader {
         &self.truncated
     }
 
-    /// Packets read so far.
+    /// Packets read so far (those inside `compressed_packets` containers, not the
+    /// containers).
     pub fn packets(&self) -> u64 {
-        self.packets
+        self.packets + self.current.as_ref().map_or(0, |c| c.2.packets())
     }
 
     /// The next record into `rec`, reusing its allocations when it holds a record of the same
@@ -151,6 +165,19 @@ impl TraceReader {
             let Some((path, reader, decoder)) = self.current.as_mut() else {
                 continue;
             };
+            let more = decoder.pending_into(rec).with_context(|| {
+                format!(
+                    "{} in the compressed packet at offset {}",
+                    path.display(),
+                    reader.packet_start()
+                )
+            })?;
+            if more {
+                if self.range.admits(rec) {
+                    return Ok(true);
+                }
+                continue;
+            }
             let got = reader
                 .next_range()
                 .with_context(|| format!("reading {}", path.display()))?;
@@ -158,13 +185,19 @@ impl TraceReader {
                 if reader.truncated() {
                     self.truncated.push(path.clone());
                 }
+                self.packets += decoder.packets();
                 self.current = None;
                 continue;
             };
-            self.packets += 1;
             let done = decoder
                 .packet_into(&reader.buf()[range], rec)
-                .with_context(|| format!("{} at offset {}", path.display(), reader.offset()))?;
+                .with_context(|| {
+                    format!(
+                        "{} in the packet at offset {}",
+                        path.display(),
+                        reader.packet_start()
+                    )
+                })?;
             if done && self.range.admits(rec) {
                 return Ok(true);
             }

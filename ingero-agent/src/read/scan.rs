@@ -70,6 +70,12 @@ impl<'a> Cur<'a> {
         Cur { b, i: 0 }
     }
 
+    /// Bytes read so far.
+    #[inline]
+    pub fn pos(&self) -> usize {
+        self.i
+    }
+
     #[inline]
     pub fn at_end(&self) -> bool {
         self.i >= self.b.len()

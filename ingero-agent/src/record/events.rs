@@ -1,64 +1,182 @@
 //! Encoding of probe events: CUDA calls as slices on their thread's track (arguments as debug
 //! annotations, errors in the `cuda,error` category), off-CPU intervals on the thread's
 //! `off-CPU` child track, lifecycle as instants, and device memory per process as a counter.
+//!
+//! These are the frequent records, so they are encoded straight into the chunk buffer
+//! (`encode.rs`): no per-event allocation, one hash lookup for a launch's configuration, and
+//! the thread's track from the per-tid cache.
+
+use std::borrow::Cow;
 
 use anyhow::Result;
 
-use super::interner::{Arg, Cat, Name, StrKey};
-use super::proto::{DebugAnnotation, TrackEvent};
+use super::encode::{self, EventTail};
+use super::interner::{Arg, Cat, Interner, Name, StrKey};
+use super::proto::event_type;
 use super::recorder::Recorder;
-use super::tracks::{Hint, TrackKey};
+use super::schema::{LaunchConfig, launch_text};
+use super::slices::Begun;
+use super::tracks::{Hint, ThreadTrack, TrackKey};
 use crate::decode::{
-    CudaArgs, CudaCall, Event, MemcpyKind, OffCpu, ProcessEvent, ProcessOp, cuda_error_name,
+    CudaArgs, CudaCall, Event, MemcpyKind, OffCpu, ProcessEvent, ProcessOp, Task, cuda_error_name,
 };
-
-fn uint(arg: Arg, v: u64) -> DebugAnnotation {
-    DebugAnnotation {
-        name_iid: Some(arg.iid()),
-        uint_value: Some(v),
-        ..Default::default()
-    }
-}
-
-fn int(arg: Arg, v: i64) -> DebugAnnotation {
-    DebugAnnotation {
-        name_iid: Some(arg.iid()),
-        int_value: Some(v),
-        ..Default::default()
-    }
-}
-
-fn pointer(arg: Arg, v: u64) -> DebugAnnotation {
-    DebugAnnotation {
-        name_iid: Some(arg.iid()),
-        pointer_value: Some(v),
-        ..Default::default()
-    }
-}
 
 /// `MemcpyKind` as written: its label, or `unknown:<raw>`.
 pub fn memcpy_kind_text(kind: MemcpyKind) -> String {
+    memcpy_kind_str(kind).into_owned()
+}
+
+fn memcpy_kind_str(kind: MemcpyKind) -> Cow<'static, str> {
     match kind {
-        MemcpyKind::Unknown(v) => format!("unknown:{v}"),
-        k => k.label().to_owned(),
+        MemcpyKind::Unknown(v) => Cow::Owned(format!("unknown:{v}")),
+        k => Cow::Borrowed(k.label()),
+    }
+}
+
+/// A string value through the sequence's interning table (inline past its cap).
+fn string_arg(buf: &mut Vec<u8>, interner: &mut Interner, arg: Arg, key: StrKey<'_>) {
+    match interner.string(key.clone()) {
+        Some(iid) => encode::arg_string_iid(buf, arg.iid(), iid),
+        None => encode::arg_string(buf, arg.iid(), key.render().as_bytes()),
+    }
+}
+
+/// The debug annotations of a CUDA call's arguments.
+fn cuda_args(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
+    let stream = |buf: &mut Vec<u8>, interner: &mut Interner, s: Option<u64>| {
+        if let Some(s) = s {
+            string_arg(buf, interner, Arg::Stream, StrKey::Ptr(s));
+        }
+    };
+    match *a {
+        CudaArgs::Launch {
+            func,
+            grid,
+            block,
+            shared_mem,
+            stream,
+        } => {
+            let l = LaunchConfig {
+                func,
+                grid,
+                block,
+                shared_mem,
+                stream,
+            };
+            match interner.launch(&l) {
+                Some(iid) => encode::arg_string_iid(buf, Arg::Launch.iid(), iid),
+                None => encode::arg_string(buf, Arg::Launch.iid(), launch_text(&l).as_bytes()),
+            }
+        }
+        CudaArgs::Alloc {
+            size,
+            ptr,
+            stream: s,
+        } => {
+            encode::arg_uint(buf, Arg::Size.iid(), size);
+            if let Some(p) = ptr {
+                encode::arg_pointer(buf, Arg::Ptr.iid(), p);
+            }
+            stream(buf, interner, s);
+        }
+        CudaArgs::Free {
+            ptr,
+            size,
+            stream: s,
+        } => {
+            encode::arg_pointer(buf, Arg::Ptr.iid(), ptr);
+            if let Some(size) = size {
+                encode::arg_uint(buf, Arg::Size.iid(), size);
+            }
+            stream(buf, interner, s);
+        }
+        CudaArgs::HostAlloc { size } => encode::arg_uint(buf, Arg::Size.iid(), size),
+        CudaArgs::HostFree { ptr } => encode::arg_pointer(buf, Arg::Ptr.iid(), ptr),
+        CudaArgs::GraphLaunch {
+            graph_exec,
+            stream: s,
+        } => {
+            string_arg(buf, interner, Arg::GraphExec, StrKey::Ptr(graph_exec));
+            stream(buf, interner, Some(s));
+        }
+        CudaArgs::Memcpy {
+            count,
+            kind,
+            stream: s,
+            width_height,
+        } => {
+            encode::arg_uint(buf, Arg::Count.iid(), count);
+            let k = memcpy_kind_str(kind);
+            string_arg(buf, interner, Arg::Kind, StrKey::Text(&k));
+            if let Some((w, h)) = width_height {
+                encode::arg_uint(buf, Arg::Width.iid(), w);
+                encode::arg_uint(buf, Arg::Height.iid(), h);
+            }
+            stream(buf, interner, s);
+        }
+        CudaArgs::MemcpyPeer {
+            count,
+            dst_device,
+            src_device,
+            stream: s,
+        } => {
+            encode::arg_uint(buf, Arg::Count.iid(), count);
+            encode::arg_int(buf, Arg::DstDevice.iid(), i64::from(dst_device));
+            encode::arg_int(buf, Arg::SrcDevice.iid(), i64::from(src_device));
+            stream(buf, interner, s);
+        }
+        CudaArgs::Memset { count, stream: s } => {
+            encode::arg_uint(buf, Arg::Count.iid(), count);
+            stream(buf, interner, s);
+        }
+        CudaArgs::Sync { stream: s, event } => {
+            stream(buf, interner, s);
+            if let Some(ev) = event {
+                string_arg(buf, interner, Arg::Event, StrKey::Ptr(ev));
+            }
+        }
     }
 }
 
 impl Recorder {
-    /// A string value through the sequence's interning table (inline past its cap).
-    fn string_arg(&mut self, late: bool, arg: Arg, key: StrKey<'_>) -> DebugAnnotation {
-        let seq = if late { &mut self.late } else { &mut self.main };
-        match seq.interner.string(key.clone()) {
-            Some(iid) => DebugAnnotation {
-                name_iid: Some(arg.iid()),
-                string_value_iid: Some(iid),
-                ..Default::default()
+    /// The uuid of a task's thread or off-CPU track: the per-tid cache, else the registry
+    /// (which describes the track first if this file has not).
+    #[inline(always)]
+    fn thread_track(&mut self, kind: ThreadTrack, task: &Task) -> Result<u64> {
+        match self.tracks.cached(kind, task.tid) {
+            Some(uuid) => Ok(uuid),
+            None => self.thread_track_slow(kind, task),
+        }
+    }
+
+    #[cold]
+    fn thread_track_slow(&mut self, kind: ThreadTrack, task: &Task) -> Result<u64> {
+        let key = match kind {
+            ThreadTrack::Thread => TrackKey::Thread(task.tid),
+            ThreadTrack::OffCpu => TrackKey::OffCpu(task.tid),
+        };
+        let comm = task.comm.as_str();
+        self.track(
+            &key,
+            Hint {
+                pid: task.pid,
+                comm: &comm,
             },
-            None => DebugAnnotation {
-                name_iid: Some(arg.iid()),
-                string_value: Some(key.render()),
-                ..Default::default()
-            },
+        )
+    }
+
+    /// Registers `[ts, ts + duration]` on `track`: queued on the main sequence (possibly
+    /// clamped to nest), written right away on the late one.
+    #[inline(always)]
+    fn begin_slice(&mut self, late: bool, track: u64, ts: u64, duration: u64) -> Begun {
+        let end = ts.saturating_add(duration);
+        if late {
+            Begun {
+                end: end.max(ts),
+                clamped_from_ns: None,
+            }
+        } else {
+            self.open_slice(track, ts, end)
         }
     }
 
@@ -70,133 +188,34 @@ impl Recorder {
         }
     }
 
+    #[inline]
     fn write_cuda(&mut self, c: &CudaCall, late: bool) -> Result<()> {
-        let comm = c.task.comm.as_str();
-        let track = self.track(
-            &TrackKey::Thread(c.task.tid),
-            Hint {
-                pid: c.task.pid,
-                comm: &comm,
-            },
-        )?;
-        let mut args = std::mem::take(&mut self.args);
-        self.cuda_args(late, &c.args, &mut args);
-        let mut category_iids = Vec::new();
+        let track = self.thread_track(ThreadTrack::Thread, &c.task)?;
+        let begun = self.begin_slice(late, track, c.ts_ns, c.duration_ns);
+        let e = self.event_open(late, c.ts_ns)?;
+        let (buf, seq) = self.event_args(&e);
         if c.ret != 0 {
-            category_iids.push(Cat::CudaError.iid());
-            args.push(int(Arg::Ret, i64::from(c.ret)));
+            encode::category(buf, Cat::CudaError.iid());
+        }
+        cuda_args(buf, &mut seq.interner, &c.args);
+        if c.ret != 0 {
+            encode::arg_int(buf, Arg::Ret.iid(), i64::from(c.ret));
             if let Some(name) = cuda_error_name(c.ret) {
-                let a = self.string_arg(late, Arg::Error, StrKey::Text(name));
-                args.push(a);
+                string_arg(buf, &mut seq.interner, Arg::Error, StrKey::Text(name));
             }
         }
-        let seq = if late { &self.late } else { &self.main };
-        let te = TrackEvent {
-            name_iid: Some(seq.interner.name(Name::Op(c.op))),
-            category_iids,
-            debug_annotations: args,
-            ..Default::default()
-        };
-        self.slice(
-            late,
-            track,
-            c.ts_ns,
-            c.ts_ns.saturating_add(c.duration_ns),
-            te,
-        )?;
-        self.track_device_memory(c, late)
-    }
-
-    fn cuda_args(&mut self, late: bool, a: &CudaArgs, out: &mut Vec<DebugAnnotation>) {
-        let stream = |me: &mut Self, out: &mut Vec<DebugAnnotation>, s: Option<u64>| {
-            if let Some(s) = s {
-                out.push(me.string_arg(late, Arg::Stream, StrKey::Ptr(s)));
-            }
-        };
-        match a {
-            CudaArgs::Alloc {
-                size,
-                ptr,
-                stream: s,
-            } => {
-                out.push(uint(Arg::Size, *size));
-                if let Some(p) = ptr {
-                    out.push(pointer(Arg::Ptr, *p));
-                }
-                stream(self, out, *s);
-            }
-            CudaArgs::Free {
-                ptr,
-                size,
-                stream: s,
-            } => {
-                out.push(pointer(Arg::Ptr, *ptr));
-                if let Some(size) = size {
-                    out.push(uint(Arg::Size, *size));
-                }
-                stream(self, out, *s);
-            }
-            CudaArgs::HostAlloc { size } => out.push(uint(Arg::Size, *size)),
-            CudaArgs::HostFree { ptr } => out.push(pointer(Arg::Ptr, *ptr)),
-            CudaArgs::Launch {
-                func,
-                grid,
-                block,
-                shared_mem,
-                stream: s,
-            } => {
-                out.push(self.string_arg(late, Arg::Func, StrKey::Ptr(*func)));
-                out.push(self.string_arg(late, Arg::Grid, StrKey::Dim(*grid)));
-                out.push(self.string_arg(late, Arg::Block, StrKey::Dim(*block)));
-                if *shared_mem != 0 {
-                    out.push(uint(Arg::SharedMem, *shared_mem));
-                }
-                stream(self, out, Some(*s));
-            }
-            CudaArgs::GraphLaunch {
-                graph_exec,
-                stream: s,
-            } => {
-                out.push(self.string_arg(late, Arg::GraphExec, StrKey::Ptr(*graph_exec)));
-                stream(self, out, Some(*s));
-            }
-            CudaArgs::Memcpy {
-                count,
-                kind,
-                stream: s,
-                width_height,
-            } => {
-                out.push(uint(Arg::Count, *count));
-                let k = memcpy_kind_text(*kind);
-                out.push(self.string_arg(late, Arg::Kind, StrKey::Text(&k)));
-                if let Some((w, h)) = width_height {
-                    out.push(uint(Arg::Width, *w));
-                    out.push(uint(Arg::Height, *h));
-                }
-                stream(self, out, *s);
-            }
-            CudaArgs::MemcpyPeer {
-                count,
-                dst_device,
-                src_device,
-                stream: s,
-            } => {
-                out.push(uint(Arg::Count, *count));
-                out.push(int(Arg::DstDevice, i64::from(*dst_device)));
-                out.push(int(Arg::SrcDevice, i64::from(*src_device)));
-                stream(self, out, *s);
-            }
-            CudaArgs::Memset { count, stream: s } => {
-                out.push(uint(Arg::Count, *count));
-                stream(self, out, *s);
-            }
-            CudaArgs::Sync { stream: s, event } => {
-                stream(self, out, *s);
-                if let Some(ev) = event {
-                    out.push(self.string_arg(late, Arg::Event, StrKey::Ptr(*ev)));
-                }
-            }
+        if let Some(d) = begun.clamped_from_ns {
+            encode::arg_uint(buf, Arg::ClampedFromNs.iid(), d);
         }
+        let name = seq.interner.name(Name::Op(c.op));
+        self.event_close(e, &EventTail::named(event_type::SLICE_BEGIN, name, track))?;
+        if late {
+            self.late_slice_end(track, begun.end)?;
+        }
+        if matches!(c.args, CudaArgs::Alloc { .. } | CudaArgs::Free { .. }) {
+            self.track_device_memory(c, late)?;
+        }
+        Ok(())
     }
 
     fn track_device_memory(&mut self, c: &CudaCall, late: bool) -> Result<()> {
@@ -227,69 +246,44 @@ impl Recorder {
     }
 
     fn write_off_cpu(&mut self, o: &OffCpu, late: bool) -> Result<()> {
-        let comm = o.task.comm.as_str();
-        let track = self.track(
-            &TrackKey::OffCpu(o.task.tid),
-            Hint {
-                pid: o.task.pid,
-                comm: &comm,
-            },
-        )?;
-        let mut args = std::mem::take(&mut self.args);
-        args.push(uint(Arg::NextTid, u64::from(o.next_tid)));
+        let track = self.thread_track(ThreadTrack::OffCpu, &o.task)?;
+        let begun = self.begin_slice(late, track, o.ts_ns, o.duration_ns);
+        let e = self.event_open(late, o.ts_ns)?;
+        let (buf, seq) = self.event_args(&e);
+        encode::category(buf, Cat::Sched.iid());
+        encode::arg_uint(buf, Arg::NextTid.iid(), u64::from(o.next_tid));
         let next = o.next_comm.as_str();
-        args.push(self.string_arg(late, Arg::NextComm, StrKey::Text(&next)));
-        args.push(int(Arg::PrevState, o.prev_state));
-        args.push(uint(Arg::Cpu, u64::from(o.task.cpu)));
-        let seq = if late { &self.late } else { &self.main };
-        let te = TrackEvent {
-            name_iid: Some(seq.interner.name(Name::OffCpu(o.reason))),
-            category_iids: vec![Cat::Sched.iid()],
-            debug_annotations: args,
-            ..Default::default()
-        };
-        self.slice(
-            late,
-            track,
-            o.ts_ns,
-            o.ts_ns.saturating_add(o.duration_ns),
-            te,
-        )
+        string_arg(buf, &mut seq.interner, Arg::NextComm, StrKey::Text(&next));
+        encode::arg_int(buf, Arg::PrevState.iid(), o.prev_state);
+        encode::arg_uint(buf, Arg::Cpu.iid(), u64::from(o.task.cpu));
+        if let Some(d) = begun.clamped_from_ns {
+            encode::arg_uint(buf, Arg::ClampedFromNs.iid(), d);
+        }
+        let name = seq.interner.name(Name::OffCpu(o.reason));
+        self.event_close(e, &EventTail::named(event_type::SLICE_BEGIN, name, track))?;
+        if late {
+            self.late_slice_end(track, begun.end)?;
+        }
+        Ok(())
     }
 
     fn write_process(&mut self, p: &ProcessEvent, late: bool) -> Result<()> {
-        let comm = p.task.comm.as_str();
-        let hint = Hint {
-            pid: p.task.pid,
-            comm: &comm,
-        };
         if p.op == ProcessOp::Exec {
             // New image, new name: describe the process and thread again before the instant.
+            let comm = p.task.comm.as_str();
             self.tracks.refresh_process(p.task.pid, &comm);
         }
-        let track = self.track(&TrackKey::Thread(p.task.tid), hint)?;
-        let mut args = std::mem::take(&mut self.args);
-        args.push(uint(Arg::OtherPid, u64::from(p.other_pid)));
-        args.push(DebugAnnotation {
-            name_iid: Some(Arg::CloneFlagsKnown.iid()),
-            bool_value: Some(p.clone_flags_known),
-            ..Default::default()
-        });
+        let track = self.thread_track(ThreadTrack::Thread, &p.task)?;
+        let e = self.event_open(late, p.ts_ns)?;
+        let (buf, seq) = self.event_args(&e);
+        encode::category(buf, Cat::Process.iid());
+        encode::arg_uint(buf, Arg::OtherPid.iid(), u64::from(p.other_pid));
+        encode::arg_bool(buf, Arg::CloneFlagsKnown.iid(), p.clone_flags_known);
         if !p.text.is_empty() {
-            args.push(DebugAnnotation {
-                name_iid: Some(Arg::Text.iid()),
-                string_value: Some(p.text.clone()),
-                ..Default::default()
-            });
+            encode::arg_string(buf, Arg::Text.iid(), p.text.as_bytes());
         }
-        let seq = if late { &self.late } else { &self.main };
-        let te = TrackEvent {
-            name_iid: Some(seq.interner.name(Name::Lifecycle(p.op))),
-            category_iids: vec![Cat::Process.iid()],
-            debug_annotations: args,
-            ..Default::default()
-        };
-        self.instant(late, track, p.ts_ns, te)?;
+        let name = seq.interner.name(Name::Lifecycle(p.op));
+        self.event_close(e, &EventTail::named(event_type::INSTANT, name, track))?;
         match p.op {
             ProcessOp::Exit => {
                 let at = if late { self.main.last_ts() } else { p.ts_ns };

@@ -2,7 +2,7 @@
 //! sudo), how they are named (by start time), streamed writes, and retention.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -129,10 +129,10 @@ impl Naming {
     }
 }
 
-/// One open trace file, written through a buffer.
+/// One open trace file. Unbuffered: the chunk writer (`chunk.rs`) hands it whole chunks.
 pub struct TraceFile {
     path: PathBuf,
-    writer: BufWriter<File>,
+    file: File,
     bytes: u64,
 }
 
@@ -142,7 +142,7 @@ impl TraceFile {
         give(path, owner)?;
         Ok(TraceFile {
             path: path.to_path_buf(),
-            writer: BufWriter::with_capacity(256 * 1024, file),
+            file,
             bytes: 0,
         })
     }
@@ -157,16 +157,17 @@ impl TraceFile {
 
     /// Appends already framed bytes.
     pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
-        self.writer
+        self.file
             .write_all(bytes)
             .with_context(|| format!("writing {}", self.path.display()))?;
         self.bytes += bytes.len() as u64;
         Ok(())
     }
 
-    /// Hands buffered bytes to the kernel: after this a SIGKILL loses nothing already written.
+    /// Hands buffered bytes to the kernel (none today: writes are unbuffered, kept so the
+    /// file can gain a buffer without its callers changing).
     pub fn flush(&mut self) -> Result<()> {
-        self.writer
+        self.file
             .flush()
             .with_context(|| format!("flushing {}", self.path.display()))
     }
@@ -174,8 +175,7 @@ impl TraceFile {
     /// Flushes and syncs the file to disk.
     pub fn close(mut self) -> Result<PathBuf> {
         self.flush()?;
-        self.writer
-            .get_ref()
+        self.file
             .sync_all()
             .with_context(|| format!("syncing {}", self.path.display()))?;
         Ok(self.path)

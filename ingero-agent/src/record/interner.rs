@@ -3,8 +3,8 @@
 //!
 //! The fixed vocabulary (CUDA op names, lifecycle names, argument keys, categories) gets fixed
 //! iids and is declared once in the sequence's first packet, so the hot path does no hashing
-//! for it. Open-ended values (label keys, thread names, stream and function pointers, launch
-//! dimensions) are interned on first use and declared in the packet that first uses them.
+//! for it. Open-ended values (label keys, thread names, stream pointers, kernel launch
+//! configurations) are interned on first use and declared in the packet that first uses them.
 //! Each table is capped: past the cap a value is written inline, so memory does not grow with
 //! the length of the trace.
 
@@ -17,7 +17,7 @@ use ingero_ebpf::{CudaOp, OffCpuReason};
 const MAX_OP: usize = 64;
 
 use super::proto::{DebugAnnotationName, EventCategory, EventName, InternedData, InternedString};
-use super::schema::{self, arg, session};
+use super::schema::{self, LaunchConfig, arg, session};
 use crate::decode::ProcessOp;
 
 /// Most dynamic entries one sequence interns before writing values inline.
@@ -94,6 +94,8 @@ pub enum Arg {
     MachineId,
     FileIndex,
     StartedRealtimeNs,
+    /// Last so that the iids above stay what older recordings used.
+    Launch,
 }
 
 const ARGS: &[(Arg, &str)] = &[
@@ -136,6 +138,7 @@ const ARGS: &[(Arg, &str)] = &[
     (Arg::MachineId, session::MACHINE_ID),
     (Arg::FileIndex, session::FILE_INDEX),
     (Arg::StartedRealtimeNs, session::STARTED_REALTIME_NS),
+    (Arg::Launch, arg::LAUNCH),
 ];
 
 impl Arg {
@@ -207,8 +210,6 @@ fn fixed_names() -> Vec<(Name, &'static str)> {
 pub enum StrKey<'a> {
     /// A pointer, shown as `0x…`.
     Ptr(u64),
-    /// Launch dimensions, shown as `XxYxZ`.
-    Dim([u32; 3]),
     Text(&'a str),
 }
 
@@ -216,9 +217,43 @@ impl StrKey<'_> {
     pub fn render(&self) -> String {
         match self {
             StrKey::Ptr(p) => format!("{p:#x}"),
-            StrKey::Dim(d) => schema::dim3(*d),
             StrKey::Text(s) => (*s).to_owned(),
         }
+    }
+}
+
+/// A launch configuration as a hash key: packed into six words, so equality is a few wide
+/// compares and the hash one mix of them (the derived `Hash` of its arrays feeds
+/// [`FastHasher`] byte by byte).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct LaunchKey([u64; 6]);
+
+impl LaunchKey {
+    #[inline(always)]
+    fn new(l: &LaunchConfig) -> LaunchKey {
+        let pair = |a: u32, b: u32| u64::from(a) | (u64::from(b) << 32);
+        LaunchKey([
+            l.func,
+            pair(l.grid[0], l.grid[1]),
+            pair(l.grid[2], l.block[0]),
+            pair(l.block[1], l.block[2]),
+            l.shared_mem,
+            l.stream,
+        ])
+    }
+}
+
+impl std::hash::Hash for LaunchKey {
+    #[inline(always)]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let w = &self.0;
+        let mix = w[0]
+            ^ w[1].rotate_left(13)
+            ^ w[2].rotate_left(29)
+            ^ w[3].rotate_left(41)
+            ^ w[4].rotate_left(53)
+            ^ w[5].rotate_left(7);
+        state.write_u64(mix);
     }
 }
 
@@ -230,8 +265,8 @@ pub struct Interner {
     dyn_debug_names: HashMap<String, u64>,
     next_debug_name: u64,
     ptrs: FastMap<u64, u64>,
-    dims: FastMap<[u32; 3], u64>,
     texts: HashMap<String, u64>,
+    launches: FastMap<LaunchKey, u64>,
     next_str: u64,
     pending: InternedData,
 }
@@ -263,8 +298,8 @@ impl Interner {
             dyn_debug_names: HashMap::new(),
             next_debug_name: ARGS.len() as u64 + 1,
             ptrs: FastMap::default(),
-            dims: FastMap::default(),
             texts: HashMap::new(),
+            launches: FastMap::default(),
             next_str: 1,
             pending: InternedData::default(),
         };
@@ -278,8 +313,8 @@ impl Interner {
         self.dyn_debug_names.clear();
         self.next_debug_name = ARGS.len() as u64 + 1;
         self.ptrs.clear();
-        self.dims.clear();
         self.texts.clear();
+        self.launches.clear();
         self.next_str = 1;
         let mut fixed = InternedData::default();
         for (name, text) in &self.fixed_names {
@@ -345,29 +380,66 @@ impl Interner {
     pub fn string(&mut self, key: StrKey<'_>) -> Option<u64> {
         let found = match &key {
             StrKey::Ptr(p) => self.ptrs.get(p),
-            StrKey::Dim(d) => self.dims.get(d),
             StrKey::Text(s) => self.texts.get(*s),
         };
         if let Some(iid) = found {
             return Some(*iid);
         }
-        if self.ptrs.len() + self.dims.len() + self.texts.len() >= MAX_DYNAMIC {
+        if self.strings_full() {
             return None;
         }
+        let iid = self.new_string(key.render());
+        match key {
+            StrKey::Ptr(p) => self.ptrs.insert(p, iid),
+            StrKey::Text(s) => self.texts.insert(s.to_owned(), iid),
+        };
+        Some(iid)
+    }
+
+    /// The iid of a kernel launch's whole configuration (value [`schema::launch_text`]): one
+    /// lookup per launch. `None` past the cap (write the text inline).
+    #[inline]
+    pub fn launch(&mut self, l: &LaunchConfig) -> Option<u64> {
+        let key = LaunchKey::new(l);
+        if let Some(iid) = self.launches.get(&key) {
+            return Some(*iid);
+        }
+        if self.strings_full() {
+            return None;
+        }
+        let iid = self.new_string(schema::launch_text(l));
+        self.launches.insert(key, iid);
+        Some(iid)
+    }
+
+    fn strings_full(&self) -> bool {
+        self.ptrs.len() + self.texts.len() + self.launches.len() >= MAX_DYNAMIC
+    }
+
+    /// Allocates the next string iid and queues its definition.
+    fn new_string(&mut self, text: String) -> u64 {
         let iid = self.next_str;
         self.next_str += 1;
         self.pending
             .debug_annotation_string_values
             .push(InternedString {
                 iid: Some(iid),
-                str: Some(key.render().into_bytes()),
+                str: Some(text.into_bytes()),
             });
-        match key {
-            StrKey::Ptr(p) => self.ptrs.insert(p, iid),
-            StrKey::Dim(d) => self.dims.insert(d, iid),
-            StrKey::Text(s) => self.texts.insert(s.to_owned(), iid),
-        };
-        Some(iid)
+        iid
+    }
+
+    /// Whether definitions are waiting for the next packet.
+    #[inline(always)]
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Appends the waiting definitions as field `tag` (`TracePacket.interned_data`) to `buf`.
+    pub fn encode_pending(&mut self, tag: u32, buf: &mut Vec<u8>) {
+        if let Some(p) = self.take_pending() {
+            prost::encoding::message::encode(tag, &p, buf);
+        }
     }
 
     /// Definitions not yet written: they go into the next packet of the sequence.
@@ -412,7 +484,7 @@ mod tests {
         i.take_pending();
         let a = i.string(StrKey::Ptr(0x7f00));
         let b = i.string(StrKey::Ptr(0x7f00));
-        let c = i.string(StrKey::Dim([1, 2, 3]));
+        let c = i.string(StrKey::Text("H2D"));
         assert_eq!(a, b);
         assert_ne!(a, c);
         let p = i.take_pending().expect("new values");
@@ -421,12 +493,71 @@ mod tests {
             .iter()
             .map(|s| s.str.clone().unwrap_or_default())
             .collect();
-        assert_eq!(strs, vec![b"0x7f00".to_vec(), b"1x2x3".to_vec()]);
+        assert_eq!(strs, vec![b"0x7f00".to_vec(), b"H2D".to_vec()]);
         let k1 = i.debug_name("labels.step");
         assert_eq!(k1, i.debug_name("labels.step"));
         assert!(
             k1 > Some(ARGS.len() as u64),
             "dynamic keys do not collide with fixed ones"
+        );
+    }
+
+    #[test]
+    fn a_launch_configuration_is_one_interned_string() {
+        let mut i = Interner::new();
+        i.take_pending();
+        let l = LaunchConfig {
+            func: 0x7f00_aa00,
+            grid: [16, 4, 1],
+            block: [32, 8, 1],
+            shared_mem: 1024,
+            stream: 0xabcd,
+        };
+        let a = i.launch(&l);
+        assert_eq!(a, i.launch(&l), "same configuration, same iid");
+        let other = LaunchConfig {
+            block: [32, 8, 2],
+            ..l
+        };
+        let b = i.launch(&other);
+        assert!(a.is_some() && b.is_some() && a != b);
+        // Swapped dimensions must not collide into the same entry.
+        let swapped = LaunchConfig {
+            grid: l.block,
+            block: l.grid,
+            ..l
+        };
+        assert_ne!(i.launch(&swapped), a);
+        let p = i.take_pending().expect("new values");
+        let strs: Vec<_> = p
+            .debug_annotation_string_values
+            .iter()
+            .map(|s| String::from_utf8(s.str.clone().unwrap_or_default()).unwrap_or_default())
+            .collect();
+        assert_eq!(strs.len(), 3, "each distinct configuration declared once");
+        assert_eq!(strs[0], schema::launch_text(&l));
+        assert_eq!(schema::parse_launch(&strs[1]), Some(other));
+        assert!(i.take_pending().is_none());
+    }
+
+    #[test]
+    fn interning_stops_at_the_cap() {
+        let mut i = Interner::new();
+        for p in 0..MAX_DYNAMIC as u64 {
+            assert!(i.string(StrKey::Ptr(p)).is_some());
+        }
+        let l = LaunchConfig {
+            func: 1,
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            shared_mem: 0,
+            stream: 0,
+        };
+        assert_eq!(i.launch(&l), None, "written inline past the cap");
+        assert_eq!(
+            i.string(StrKey::Ptr(0)),
+            Some(1),
+            "known values keep their iid"
         );
     }
 

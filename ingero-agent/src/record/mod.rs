@@ -7,12 +7,13 @@
 //!     session: SessionInfo::this_host(), ..Default::default() })?;
 //! rec.write(&timeline_record)?;      // in timestamp order, as the merger releases them
 //! rec.record_drops(ts_ns, total)?;   // drop counter samples
-//! rec.flush()?;                      // at least once a second
+//! rec.flush()?;                      // at least once a second: writes the pending chunk
 //! let files = rec.finish(&FinalStats { .. })?;
 //! ```
 //! - [`RecorderConfig`]: `path` (`-o`), else `dir` (default `~/.ingero/traces/` of the
 //!   invoking user; under sudo `SUDO_USER`'s, files chowned to them), `max_file_size`
-//!   (rotation), `max_total_size` (retention), [`SessionInfo`], `stamp_machine_id`.
+//!   (rotation: bytes written plus the pending chunk's raw size), `max_total_size`
+//!   (retention), [`SessionInfo`], `stamp_machine_id`, `machine_id`, `compression_level`.
 //! - [`Recorder::current_path`], [`Recorder::counters`].
 //!
 //! # What a file holds
@@ -30,10 +31,22 @@
 //! - Tracks: see `tracks.rs`. Events: see `events.rs` and `labels.rs`. Names: `schema.rs`.
 //! - Every file is self-contained: a rotation ends open slices in the old file, resets the
 //!   sequences, and describes tracks again before use in the new one.
-//! - Each packet is appended whole; a reader stops cleanly at a truncated last packet.
+//! - Packets are written in chunks (`chunk.rs`): up to 256 KiB of packets compressed with
+//!   zlib (libdeflate, `compression_level`, default 1) into ONE packet whose only field is
+//!   `compressed_packets` (field 50), which trace_processor expands in place. A chunk is
+//!   written when full and on every `flush` (the caller flushes each second), rotation and
+//!   `finish`, so a SIGKILL loses at most the last second; a reader stops cleanly at a
+//!   truncated last chunk. A packet bigger than a chunk is written plain. Level 0 writes every
+//!   packet plain.
+//! - `machine_id` on every packet (trace_processor routes each packet by its own); the default
+//!   id is folded to 21 bits (a 3-byte varint, see `clocks.rs`).
+//! - A kernel launch carries one argument, `launch` = [`schema::launch_text`] of its whole
+//!   configuration, interned once per distinct configuration.
 
+mod chunk;
 mod clocks;
 mod config;
+mod encode;
 mod events;
 mod files;
 mod interner;
@@ -42,18 +55,21 @@ pub mod proto;
 mod recorder;
 pub mod schema;
 mod sequence;
+mod slices;
 pub mod synth;
 mod tracks;
 
 pub use clocks::{machine_id, monotonic_now_ns};
 pub use config::{
-    CLOCK_SNAPSHOT_INTERVAL_NS, DEFAULT_MAX_FILE_SIZE, DEFAULT_MAX_TOTAL_SIZE, FinalStats,
-    RecorderConfig, SessionInfo,
+    CLOCK_SNAPSHOT_INTERVAL_NS, DEFAULT_COMPRESSION_LEVEL, DEFAULT_MAX_FILE_SIZE,
+    DEFAULT_MAX_TOTAL_SIZE, FinalStats, RecorderConfig, SessionInfo,
 };
 pub use events::memcpy_kind_text;
 pub use files::{FILE_EXT, FILE_PREFIX, trace_files_in};
 pub use interner::FastMap;
 pub use recorder::{Recorder, RecorderCounters};
 
+#[cfg(test)]
+mod chunk_tests;
 #[cfg(test)]
 mod tests;

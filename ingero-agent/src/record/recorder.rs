@@ -4,25 +4,38 @@
 //! `labels.rs`).
 //!
 //! Ordering: records should come in timestamp order (from the merger). A slice's end is held
-//! in a small heap and written when the stream reaches its time, so the main sequence stays
+//! (`slices.rs`) and written when the stream reaches its time, so the main sequence stays
 //! monotonic. A record earlier than what was already written goes to the late sequence with
 //! absolute timestamps, never dropped.
+//!
+//! Packets go into the chunk writer (`chunk.rs`), which compresses and writes them. The
+//! frequent ones (CUDA calls, off-CPU intervals, slice ends, counters) are encoded straight
+//! into its buffer (`encode.rs`, [`Recorder::event_open`] / [`Recorder::event_close`]); the
+//! rest are built as `TracePacket`s ([`Recorder::emit`]).
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
+use super::chunk::ChunkWriter;
 use super::clocks::{ClockOffsets, machine_id, monotonic_now_ns, realtime_now_ns};
 use super::config::{CLOCK_SNAPSHOT_INTERVAL_NS, FinalStats, RecorderConfig};
+use super::encode::{self, EventTail, Head, MachineIdField};
 use super::files::{self, Naming, Owner, TraceFile};
 use super::interner::{Arg, Cat, FastMap, Name};
 use super::labels::LabelState;
-use super::proto::{DebugAnnotation, TracePacket, TrackDescriptor, TrackEvent, event_type};
+use super::proto::{
+    DebugAnnotation, SEQ_NEEDS_INCREMENTAL_STATE, TracePacket, TrackDescriptor, TrackEvent,
+    event_type,
+};
 use super::sequence::{LATE_SEQUENCE, MAIN_SEQUENCE, Sequence};
+use super::slices::{Begun, OpenSlices};
 use super::tracks::{Hint, TrackKey, Tracks};
 use crate::timeline::record::TimelineRecord;
+
+/// `TracePacket.interned_data`.
+const INTERNED_DATA: u32 = 12;
+const SEC: u64 = 1_000_000_000;
 
 /// What the recorder counted (written into the final statistics as `recorder.*`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -37,12 +50,19 @@ pub struct RecorderCounters {
     pub deleted_files: u64,
 }
 
-/// A slice end waiting for the stream to reach its time.
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct PendingEnd {
-    /// Earliest end first; at equal ends the later-begun (inner) slice first.
-    key: Reverse<(u64, Reverse<u64>)>,
-    track: u64,
+/// The second the events-per-second counter is counting.
+#[derive(Clone, Copy)]
+struct EpsWindow {
+    /// End of the second (ns, a multiple of `SEC`).
+    end: u64,
+    count: u64,
+}
+
+/// An open track-event packet: where its lengths go, and its sequence.
+#[derive(Clone, Copy)]
+pub(super) struct OpenEvent {
+    head: Head,
+    late: bool,
 }
 
 enum Retention {
@@ -56,29 +76,24 @@ pub struct Recorder {
     naming: Naming,
     retention: Retention,
     owner: Option<Owner>,
-    file: Option<TraceFile>,
+    out: ChunkWriter,
     files: Vec<PathBuf>,
     pub(super) main: Sequence,
     pub(super) late: Sequence,
     pub(super) tracks: Tracks,
     offsets: ClockOffsets,
     machine_id: u32,
+    /// `machine_id` as appended to every packet (empty when not stamped).
+    mid: MachineIdField,
     started_realtime_ns: u64,
     last_snapshot_ts: u64,
-    pending: BinaryHeap<PendingEnd>,
-    pending_seq: u64,
-    /// Per track: end times of its open slices, innermost last.
-    open: FastMap<u64, Vec<u64>>,
+    pub(super) slices: OpenSlices,
     pub(super) labels: LabelState,
     /// Device memory per process, from successful allocations and frees of known size.
     pub(super) device_memory: FastMap<u32, i64>,
-    /// Events-per-second counter: the second being counted and its count so far.
-    eps: Option<(u64, u64)>,
+    eps: Option<EpsWindow>,
     pub(super) counters: RecorderCounters,
-    scratch: Vec<u8>,
     descs: Vec<TrackDescriptor>,
-    /// Reused for every event's debug annotations, so the hot path does not allocate.
-    pub(super) args: Vec<DebugAnnotation>,
 }
 
 impl Recorder {
@@ -125,25 +140,22 @@ impl Recorder {
             naming,
             retention,
             owner,
-            file: None,
+            out: ChunkWriter::new(cfg.compression_level)?,
             files: Vec::new(),
             main: Sequence::new(MAIN_SEQUENCE, true),
             late: Sequence::new(LATE_SEQUENCE, false),
             tracks: Tracks::new(read_proc),
             offsets: ClockOffsets::measure(),
             machine_id: mid,
+            mid: MachineIdField::new(cfg.stamp_machine_id.then_some(mid)),
             started_realtime_ns: realtime_now_ns(),
             last_snapshot_ts: 0,
-            pending: BinaryHeap::new(),
-            pending_seq: 0,
-            open: FastMap::default(),
+            slices: OpenSlices::default(),
             labels: LabelState::default(),
             device_memory: FastMap::default(),
             eps: None,
             counters: RecorderCounters::default(),
-            scratch: Vec::with_capacity(4096),
             descs: Vec::new(),
-            args: Vec::new(),
             cfg,
         };
         r.open_next_file()?;
@@ -152,7 +164,7 @@ impl Recorder {
 
     /// The file being written.
     pub fn current_path(&self) -> &Path {
-        self.file.as_ref().map_or(Path::new(""), |f| f.path())
+        self.out.path().unwrap_or(Path::new(""))
     }
 
     pub fn counters(&self) -> RecorderCounters {
@@ -162,7 +174,9 @@ impl Recorder {
     /// Writes one record (in timestamp order, as the merger releases them).
     pub fn write(&mut self, rec: &TimelineRecord) -> Result<()> {
         let ts = rec.ts_ns();
-        self.start_main(ts)?;
+        if !self.main.started() {
+            self.start_main(ts)?;
+        }
         let late = ts < self.main.last_ts();
         if late {
             self.counters.late += 1;
@@ -174,11 +188,7 @@ impl Recorder {
             TimelineRecord::Event(e) => self.write_event(e, late)?,
             TimelineRecord::Annotation(a) => self.write_annotation(a, late)?,
         }
-        if self
-            .file
-            .as_ref()
-            .is_some_and(|f| f.bytes() >= self.cfg.max_file_size)
-        {
+        if self.out.size() >= self.cfg.max_file_size {
             self.rotate()?;
         }
         Ok(())
@@ -195,12 +205,10 @@ impl Recorder {
         self.counter(late, track, ts_ns, i64::try_from(total).unwrap_or(i64::MAX))
     }
 
-    /// Hands everything written so far to the kernel (call at least once a second).
+    /// Writes the pending chunk and hands everything to the kernel (call at least once a
+    /// second: a SIGKILL loses what was written since the last flush).
     pub fn flush(&mut self) -> Result<()> {
-        match self.file.as_mut() {
-            Some(f) => f.flush(),
-            None => Ok(()),
-        }
+        self.out.flush()
     }
 
     /// Ends every open slice, writes the final statistics, closes the file and returns the
@@ -211,10 +219,7 @@ impl Recorder {
         self.close_all_slices(false)?;
         let ts = self.main.last_ts();
         self.write_statistics(ts, stats)?;
-        if let Some(f) = self.file.take() {
-            self.counters.bytes += f.bytes();
-            f.close()?;
-        }
+        self.close_file()?;
         Ok(self.files.iter().filter(|p| p.exists()).cloned().collect())
     }
 
@@ -225,11 +230,11 @@ impl Recorder {
         let file = TraceFile::create(&path, self.owner)?;
         self.files.push(path.clone());
         self.counters.files += 1;
-        self.file = Some(file);
+        self.out.open(file);
         self.main.reset();
         self.late.reset();
         self.tracks.new_file();
-        self.open.clear();
+        self.slices.clear();
         let candidates = match &self.retention {
             Retention::Dir(dir) => files::trace_files_in(dir)?,
             Retention::Own => self.files.clone(),
@@ -244,10 +249,7 @@ impl Recorder {
     /// re-opened (flagged `continued`) in the new one.
     fn rotate(&mut self) -> Result<()> {
         self.close_all_slices(true)?;
-        if let Some(f) = self.file.take() {
-            self.counters.bytes += f.bytes();
-            f.close()?;
-        }
+        self.close_file()?;
         self.open_next_file()?;
         let ts = self.main.last_ts();
         self.start_main(ts)?;
@@ -257,13 +259,20 @@ impl Recorder {
     /// Writes every pending slice end and ends open label states (kept for re-opening when
     /// `keep_states`).
     fn close_all_slices(&mut self, keep_states: bool) -> Result<()> {
-        while let Some(p) = self.pending.pop() {
-            let Reverse((end, _)) = p.key;
-            self.end_slice_now(p.track, end)?;
+        while let Some((end, track)) = self.slices.pop() {
+            self.slice_end(track, end)?;
         }
-        self.open.clear();
+        self.slices.clear();
         let ts = self.main.last_ts();
         self.close_states(ts, keep_states)
+    }
+
+    /// Writes the last chunk and closes the file.
+    fn close_file(&mut self) -> Result<()> {
+        if let Some((_, bytes)) = self.out.close()? {
+            self.counters.bytes += bytes;
+        }
+        Ok(())
     }
 
     // ---- sequences and packets -----------------------------------------------------------
@@ -307,11 +316,54 @@ impl Recorder {
     }
 
     fn encode(&mut self, pkt: &TracePacket) -> Result<()> {
-        self.scratch.clear();
-        // `Trace.packet` (field 1, length-delimited): a file is a concatenation of these.
-        super::proto::wire::encode_framed(pkt, &mut self.scratch);
-        let file = self.file.as_mut().context("no open trace file")?;
-        file.write_all(&self.scratch)
+        let buf = self.out.buf();
+        let start = buf.len();
+        super::proto::wire::encode_framed(pkt, buf);
+        self.out.packet_done(start)
+    }
+
+    /// Starts a track-event packet at `ts` on the main (`late == false`) or late sequence;
+    /// the caller appends categories and debug annotations to `self.out.buf()`, then calls
+    /// [`Recorder::event_close`].
+    #[inline(always)]
+    pub(super) fn event_open(&mut self, late: bool, ts: u64) -> Result<OpenEvent> {
+        if late && !self.late.started() {
+            self.start_late()?;
+        }
+        let seq = if late { &mut self.late } else { &mut self.main };
+        let ts = seq.timestamp_field(ts);
+        let head = encode::event_head(self.out.buf(), ts, seq.id());
+        Ok(OpenEvent { head, late })
+    }
+
+    /// Ends a packet begun by [`Recorder::event_open`]: the track event's type, name, track
+    /// and counter value, definitions interned meanwhile, flags and machine id.
+    #[inline(always)]
+    pub(super) fn event_close(&mut self, e: OpenEvent, tail: &EventTail) -> Result<()> {
+        let seq = if e.late {
+            &mut self.late
+        } else {
+            &mut self.main
+        };
+        let buf = self.out.buf();
+        encode::track_event_tail(buf, e.head, tail);
+        if seq.interner.has_pending() {
+            seq.interner.encode_pending(INTERNED_DATA, buf);
+        }
+        encode::packet_tail(buf, e.head, SEQ_NEEDS_INCREMENTAL_STATE, &self.mid);
+        // The frame's key is the byte before its length placeholder.
+        self.out.packet_done(e.head.frame - 1)
+    }
+
+    /// The debug-annotation buffer of an open event and the interning table of its sequence.
+    #[inline(always)]
+    pub(super) fn event_args(&mut self, e: &OpenEvent) -> (&mut Vec<u8>, &mut Sequence) {
+        let seq = if e.late {
+            &mut self.late
+        } else {
+            &mut self.main
+        };
+        (self.out.buf(), seq)
     }
 
     /// Stamps and writes a packet on the main (`late == false`) or late sequence.
@@ -332,20 +384,14 @@ impl Recorder {
         Ok(pkt)
     }
 
-    /// Writes a track event and takes its debug-annotation vector back for reuse.
+    /// Writes a track event built as a struct (the rare kinds: annotations, session,
+    /// statistics).
     pub(super) fn emit_event(&mut self, late: bool, ts: u64, te: TrackEvent) -> Result<()> {
         let pkt = TracePacket {
             track_event: Some(te),
             ..Default::default()
         };
-        let mut pkt = self.emit(late, Some(ts), pkt)?;
-        if let Some(te) = pkt.track_event.take() {
-            if te.debug_annotations.capacity() > self.args.capacity() {
-                self.args = te.debug_annotations;
-                self.args.clear();
-            }
-        }
-        Ok(())
+        self.emit(late, Some(ts), pkt).map(drop)
     }
 
     /// The uuid of a track, describing it (and its parents) first if this file has not yet.
@@ -370,59 +416,67 @@ impl Recorder {
 
     /// Moves the main sequence to `ts`: writes slice ends due by then, the events-per-second
     /// counter for completed seconds, and a clock snapshot every 10 s.
+    #[inline(always)]
     fn advance_to(&mut self, ts: u64) -> Result<()> {
-        while self.pending.peek().is_some_and(|p| (p.key.0).0 <= ts) {
-            if let Some(p) = self.pending.pop() {
-                let Reverse((end, _)) = p.key;
-                self.end_slice_now(p.track, end)?;
-            }
+        while let Some((end, track)) = self.slices.pop_due(ts) {
+            self.slice_end(track, end)?;
         }
-        self.count_event(ts)?;
+        match &mut self.eps {
+            // The stream only moves forward here, so `ts` is past the window's start.
+            Some(w) if ts < w.end => w.count += 1,
+            _ => self.next_second(ts)?,
+        }
         if ts.saturating_sub(self.last_snapshot_ts) >= CLOCK_SNAPSHOT_INTERVAL_NS {
-            // Restate clock 64 at its current value, so the snapshot is right whether or not
-            // a reader resets its delta base on snapshots.
-            let at = self.main.last_ts();
-            self.offsets = ClockOffsets::measure();
-            let pkt = TracePacket {
-                clock_snapshot: Some(self.offsets.snapshot(at, true)),
-                ..Default::default()
-            };
-            self.emit(false, None, pkt)?;
-            self.last_snapshot_ts = ts;
+            self.snapshot(ts)?;
         }
         Ok(())
     }
 
-    fn count_event(&mut self, ts: u64) -> Result<()> {
-        const SEC: u64 = 1_000_000_000;
-        let sec = ts / SEC;
-        match self.eps {
-            None => self.eps = Some((sec, 1)),
-            Some((cur, n)) if cur == sec => self.eps = Some((cur, n + 1)),
-            Some((cur, n)) => {
-                let track = self.track(&TrackKey::EventsPerSecond, Hint { pid: 0, comm: "" })?;
-                self.counter(
-                    false,
-                    track,
-                    (cur + 1) * SEC,
-                    i64::try_from(n).unwrap_or(i64::MAX),
-                )?;
-                if sec > cur + 1 {
-                    // An idle gap: the rate drops to zero rather than ramping across it.
-                    self.counter(false, track, (cur + 2) * SEC, 0)?;
-                }
-                self.eps = Some((sec, 1));
+    /// Restates clock 64 at its current value (so the snapshot is right whether or not a
+    /// reader resets its delta base on snapshots) with fresh clock offsets.
+    #[cold]
+    fn snapshot(&mut self, ts: u64) -> Result<()> {
+        let at = self.main.last_ts();
+        self.offsets = ClockOffsets::measure();
+        let pkt = TracePacket {
+            clock_snapshot: Some(self.offsets.snapshot(at, true)),
+            ..Default::default()
+        };
+        self.emit(false, None, pkt)?;
+        self.last_snapshot_ts = ts;
+        Ok(())
+    }
+
+    /// `ts` is in a later second than the one counted: writes the completed second's count
+    /// and starts counting `ts`'s.
+    #[cold]
+    fn next_second(&mut self, ts: u64) -> Result<()> {
+        let start = ts - ts % SEC;
+        if let Some(w) = self.eps {
+            let track = self.track(&TrackKey::EventsPerSecond, Hint { pid: 0, comm: "" })?;
+            self.counter(
+                false,
+                track,
+                w.end,
+                i64::try_from(w.count).unwrap_or(i64::MAX),
+            )?;
+            if start > w.end {
+                // An idle gap: the rate drops to zero rather than ramping across it.
+                self.counter(false, track, w.end + SEC, 0)?;
             }
         }
+        self.eps = Some(EpsWindow {
+            end: start + SEC,
+            count: 1,
+        });
         Ok(())
     }
 
     // ---- slices --------------------------------------------------------------------------
 
-    /// Begins a slice `[ts, end]` on `track`. On the main sequence its end is queued, and it
-    /// is shortened if needed to stay inside the enclosing open slice of the track (counted,
-    /// original duration kept in `clamped_from_ns`). On the late sequence both ends are
-    /// written at once.
+    /// Begins a slice `[ts, end]` on `track` from a struct-built event (see
+    /// [`OpenSlices::begin`] for nesting; a clamped slice gets `clamped_from_ns`). On the late
+    /// sequence both ends are written at once.
     pub(super) fn slice(
         &mut self,
         late: bool,
@@ -431,41 +485,58 @@ impl Recorder {
         end: u64,
         mut te: TrackEvent,
     ) -> Result<()> {
-        let mut end = end.max(ts);
         te.r#type = Some(event_type::SLICE_BEGIN);
         te.track_uuid = Some(track);
         if late {
             self.emit_event(true, ts, te)?;
-            return self.emit_event(true, end, end_event(track));
+            return self.late_slice_end(track, end.max(ts));
         }
-        let stack = self.open.entry(track).or_default();
-        if let Some(outer) = stack.last().copied() {
-            if end > outer {
-                te.debug_annotations.push(DebugAnnotation {
-                    name_iid: Some(Arg::ClampedFromNs.iid()),
-                    uint_value: Some(end - ts),
-                    ..Default::default()
-                });
-                end = outer;
-                self.counters.clamped += 1;
-            }
+        let begun = self.open_slice(track, ts, end);
+        if let Some(d) = begun.clamped_from_ns {
+            te.debug_annotations.push(DebugAnnotation {
+                name_iid: Some(Arg::ClampedFromNs.iid()),
+                uint_value: Some(d),
+                ..Default::default()
+            });
         }
-        stack.push(end);
-        self.pending_seq += 1;
-        self.pending.push(PendingEnd {
-            key: Reverse((end, Reverse(self.pending_seq))),
-            track,
-        });
         self.emit_event(false, ts, te)
     }
 
-    fn end_slice_now(&mut self, track: u64, end: u64) -> Result<()> {
-        // Empty stacks are kept (until the next file) so the next slice on the track does
-        // not allocate.
-        if let Some(stack) = self.open.get_mut(&track) {
-            stack.pop();
+    /// Queues the end of `[ts, end]` on `track` (main sequence), counting a clamped slice.
+    #[inline(always)]
+    pub(super) fn open_slice(&mut self, track: u64, ts: u64, end: u64) -> Begun {
+        let begun = self.slices.begin(track, ts, end);
+        if begun.clamped_from_ns.is_some() {
+            self.counters.clamped += 1;
         }
-        self.emit_event(false, end, end_event(track))
+        begun
+    }
+
+    /// Writes the end of a slice on the main sequence at `end` (the stream has reached it).
+    #[inline(always)]
+    fn slice_end(&mut self, track: u64, end: u64) -> Result<()> {
+        self.end_packet(false, track, end)
+    }
+
+    /// The end of a late slice, written right after its begin on the late sequence.
+    pub(super) fn late_slice_end(&mut self, track: u64, end: u64) -> Result<()> {
+        self.end_packet(true, track, end)
+    }
+
+    /// A slice-end packet: in one piece unless definitions are waiting to be written.
+    #[inline(always)]
+    fn end_packet(&mut self, late: bool, track: u64, end: u64) -> Result<()> {
+        let seq = if late { &mut self.late } else { &mut self.main };
+        if !seq.started() || seq.interner.has_pending() {
+            let e = self.event_open(late, end)?;
+            return self.event_close(e, &EventTail::end(track));
+        }
+        let ts = seq.timestamp_field(end);
+        let buf = self.out.buf();
+        let start = buf.len();
+        let flags = SEQ_NEEDS_INCREMENTAL_STATE;
+        encode::slice_end(buf, ts, seq.id(), track, flags, &self.mid);
+        self.out.packet_done(start)
     }
 
     /// An open-ended slice (label state): begun now, ended by [`Recorder::end_open`].
@@ -476,7 +547,7 @@ impl Recorder {
     }
 
     pub(super) fn end_open(&mut self, track: u64, ts: u64) -> Result<()> {
-        self.emit_event(false, ts, end_event(track))
+        self.slice_end(track, ts)
     }
 
     pub(super) fn instant(
@@ -492,13 +563,16 @@ impl Recorder {
     }
 
     pub(super) fn counter(&mut self, late: bool, track: u64, ts: u64, value: i64) -> Result<()> {
-        let te = TrackEvent {
-            r#type: Some(event_type::COUNTER),
-            track_uuid: Some(track),
-            counter_value: Some(value),
-            ..Default::default()
-        };
-        self.emit_event(late, ts, te)
+        let e = self.event_open(late, ts)?;
+        self.event_close(
+            e,
+            &EventTail {
+                ty: event_type::COUNTER,
+                name_iid: None,
+                track,
+                counter_value: Some(value),
+            },
+        )
     }
 
     // ---- session and statistics ----------------------------------------------------------
@@ -583,13 +657,5 @@ impl Recorder {
             ..Default::default()
         };
         self.instant(false, track, ts, te)
-    }
-}
-
-fn end_event(track: u64) -> TrackEvent {
-    TrackEvent {
-        r#type: Some(event_type::SLICE_END),
-        track_uuid: Some(track),
-        ..Default::default()
     }
 }

@@ -42,6 +42,24 @@ impl Sequence {
         self.started
     }
 
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The value of the timestamp field of a packet at `ts`: a delta on the incremental
+    /// sequence (which moves its clock to `ts`; never backwards), else `ts` itself.
+    #[inline(always)]
+    pub fn timestamp_field(&mut self, ts: u64) -> u64 {
+        if self.incremental {
+            let ts = ts.max(self.last_ts);
+            let delta = ts - self.last_ts;
+            self.last_ts = ts;
+            delta
+        } else {
+            ts
+        }
+    }
+
     /// The incremental clock's value: no packet on this sequence may be earlier.
     pub fn last_ts(&self) -> u64 {
         self.last_ts
@@ -83,15 +101,7 @@ impl Sequence {
         pkt.trusted_packet_sequence_id = Some(self.id);
         pkt.sequence_flags = Some(SEQ_NEEDS_INCREMENTAL_STATE);
         pkt.interned_data = self.interner.take_pending();
-        if let Some(ts) = ts {
-            if self.incremental {
-                let ts = ts.max(self.last_ts);
-                pkt.timestamp = Some(ts - self.last_ts);
-                self.last_ts = ts;
-            } else {
-                pkt.timestamp = Some(ts);
-            }
-        }
+        pkt.timestamp = ts.map(|ts| self.timestamp_field(ts));
     }
 }
 

@@ -1,5 +1,6 @@
 //! Writer ↔ reader tests: round trip of every record kind, late records, rotation and
-//! retention, and truncation at every byte of the last packets.
+//! retention, truncation at every byte of the last packets, size per call. Chunks and
+//! compression: `chunk_tests.rs`.
 
 use std::path::{Path, PathBuf};
 
@@ -16,14 +17,14 @@ use crate::timeline::record::TimelineRecord;
 
 const MS: u64 = 1_000_000;
 
-fn tmp_dir(name: &str) -> PathBuf {
+pub(super) fn tmp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ingero-record-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("tmp dir");
     d
 }
 
-fn config(path: Option<PathBuf>, dir: Option<PathBuf>) -> RecorderConfig {
+pub(super) fn config(path: Option<PathBuf>, dir: Option<PathBuf>) -> RecorderConfig {
     RecorderConfig {
         path,
         dir,
@@ -41,7 +42,7 @@ fn config(path: Option<PathBuf>, dir: Option<PathBuf>) -> RecorderConfig {
     }
 }
 
-fn write_all(
+pub(super) fn write_all(
     cfg: RecorderConfig,
     records: &[TimelineRecord],
 ) -> (Vec<PathBuf>, super::RecorderCounters) {
@@ -60,7 +61,7 @@ fn write_all(
     (rec.finish(&stats).expect("finish"), counters)
 }
 
-fn read_all(files: Vec<PathBuf>) -> Vec<ReadRecord> {
+pub(super) fn read_all(files: Vec<PathBuf>) -> Vec<ReadRecord> {
     TraceReader::from_files(files, TimeRange::all())
         .collect::<anyhow::Result<Vec<_>>>()
         .expect("read")
@@ -375,10 +376,10 @@ fn read_bytes(path: &Path) -> Vec<u8> {
 #[test]
 fn truncation_at_every_byte_of_the_last_packets() {
     let dir = tmp_dir("truncate");
-    let (files, _) = write_all(
-        config(Some(dir.join("t.pftrace")), None),
-        &synth::scenario(),
-    );
+    // Plain packets, so every packet boundary is a file offset (chunks: `chunk_tests.rs`).
+    let mut cfg = config(Some(dir.join("t.pftrace")), None);
+    cfg.compression_level = 0;
+    let (files, _) = write_all(cfg, &synth::scenario());
     let bytes = read_bytes(&files[0]);
     let per_packet = records_per_packet(&bytes);
     assert_eq!(per_packet.last().map(|p| p.0), Some(bytes.len() as u64));
@@ -450,14 +451,32 @@ fn packets_are_small_on_a_launch_workload() {
     let dir = tmp_dir("size");
     let n = 20_000u64;
     let records: Vec<_> = synth::launches(n, T0).collect();
-    let mut cfg = config(Some(dir.join("s.pftrace")), None);
-    cfg.stamp_machine_id = false;
-    let (files, _) = write_all(cfg, &records);
-    let size = std::fs::metadata(&files[0]).map(|m| m.len()).unwrap_or(0);
-    let per_call = size as f64 / n as f64;
-    // A regression guard: two packets per call (begin with interned args, end) cost about
-    // 60 bytes today; the record-bench example prints the exact figure.
-    assert!(per_call < 64.0, "{per_call:.1} bytes per call");
+    let per_call = |stamp_machine_id: bool, compression_level: u32| {
+        let mut cfg = config(Some(dir.join("s.pftrace")), None);
+        cfg.stamp_machine_id = stamp_machine_id;
+        cfg.compression_level = compression_level;
+        // The default id's width (21 bits), not the test override's.
+        cfg.machine_id = Some(0x1F_FFFF);
+        let (files, _) = write_all(cfg, &records);
+        let size = std::fs::metadata(&files[0]).map(|m| m.len()).unwrap_or(0);
+        size as f64 / n as f64
+    };
+    // Regression guards; the record-bench example prints the exact figures. Plain: a begin
+    // (one interned launch argument, ~29 bytes) and an end (~20 bytes) per call, 5 of each for
+    // the machine id. Compressed (the default): the target is 16 bytes per call.
+    let plain = per_call(true, 0);
+    assert!(plain < 52.0, "{plain:.1} bytes per call, plain");
+    let plain_no_mid = per_call(false, 0);
+    assert!(
+        (9.0..11.0).contains(&(plain - plain_no_mid)),
+        "machine id: {:.1} bytes per call",
+        plain - plain_no_mid
+    );
+    let compressed = per_call(true, 1);
+    assert!(
+        compressed < 16.0,
+        "{compressed:.1} bytes per call, compressed"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

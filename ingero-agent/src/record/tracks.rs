@@ -57,8 +57,41 @@ struct TrackInfo {
     emitted_gen: u64,
 }
 
+/// Slots of the per-thread track cache (direct-mapped by the low bits of the tid).
+const CACHE_SLOTS: usize = 64;
+
+/// The uuids of thread and off-CPU tracks already described in this file, by tid: the hot
+/// path's lookup (an array index instead of hashing the key and formatting the task name for
+/// the hint). Emptied whenever a track may have to be described again or is forgotten.
+struct ThreadCache {
+    /// `(tid + 1, uuid)`; 0 marks an empty slot.
+    slots: [[(u64, u64); CACHE_SLOTS]; 2],
+}
+
+impl ThreadCache {
+    fn kind(key: &TrackKey) -> Option<(usize, u32)> {
+        match key {
+            TrackKey::Thread(tid) => Some((0, *tid)),
+            TrackKey::OffCpu(tid) => Some((1, *tid)),
+            _ => None,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.slots = [[(0, 0); CACHE_SLOTS]; 2];
+    }
+}
+
+/// Which per-thread track [`Tracks::cached`] looks up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadTrack {
+    Thread = 0,
+    OffCpu = 1,
+}
+
 pub struct Tracks {
     map: FastMap<TrackKey, TrackInfo>,
+    cache: Box<ThreadCache>,
     next_uuid: u64,
     /// Bumped per file: a track is emitted once per generation.
     generation: u64,
@@ -70,6 +103,9 @@ impl Tracks {
     pub fn new(read_proc: bool) -> Tracks {
         Tracks {
             map: FastMap::default(),
+            cache: Box::new(ThreadCache {
+                slots: [[(0, 0); CACHE_SLOTS]; 2],
+            }),
             next_uuid: 1,
             generation: 1,
             read_proc,
@@ -79,6 +115,15 @@ impl Tracks {
     /// A new file: every track must be described again before use.
     pub fn new_file(&mut self) {
         self.generation += 1;
+        self.cache.clear();
+    }
+
+    /// The uuid of `tid`'s thread or off-CPU track if it is known and described in this file
+    /// (else call [`Tracks::ensure`]).
+    #[inline(always)]
+    pub fn cached(&self, kind: ThreadTrack, tid: u32) -> Option<u64> {
+        let (key, uuid) = self.cache.slots[kind as usize][tid as usize % CACHE_SLOTS];
+        (key == u64::from(tid) + 1).then_some(uuid)
     }
 
     /// The uuid of `key`, pushing onto `out` the descriptors (parents first) that this file
@@ -91,7 +136,9 @@ impl Tracks {
     ) -> u64 {
         if let Some(info) = self.map.get(key) {
             if info.emitted_gen == self.generation {
-                return info.uuid;
+                let uuid = info.uuid;
+                self.remember(key, uuid);
+                return uuid;
             }
         }
         let parent = self.parent_of(key, hint);
@@ -113,7 +160,15 @@ impl Tracks {
         };
         info.emitted_gen = generation;
         out.push(info.desc.clone());
-        info.uuid
+        let uuid = info.uuid;
+        self.remember(key, uuid);
+        uuid
+    }
+
+    fn remember(&mut self, key: &TrackKey, uuid: u64) {
+        if let Some((kind, tid)) = ThreadCache::kind(key) {
+            self.cache.slots[kind][tid as usize % CACHE_SLOTS] = (u64::from(tid) + 1, uuid);
+        }
     }
 
     fn parent_of(&self, key: &TrackKey, hint: Hint<'_>) -> Option<TrackKey> {
@@ -141,6 +196,7 @@ impl Tracks {
     /// A process exec'd: its name and command line changed. Its descriptors are re-read and
     /// re-emitted (same uuids) before the next event on them.
     pub fn refresh_process(&mut self, pid: u32, comm: &str) {
+        self.cache.clear();
         let read_proc = self.read_proc;
         for (key, info) in self.map.iter_mut() {
             match key {
@@ -163,11 +219,13 @@ impl Tracks {
 
     /// Forgets every track of `pid` (it exited).
     pub fn forget_process(&mut self, pid: u32) {
+        self.cache.clear();
         self.map.retain(|_, info| info.pid != Some(pid));
     }
 
     /// Forgets a thread's tracks (it exited).
     pub fn forget_thread(&mut self, tid: u32) {
+        self.cache.clear();
         self.map.remove(&TrackKey::Thread(tid));
         self.map.remove(&TrackKey::OffCpu(tid));
     }
@@ -339,6 +397,38 @@ mod tests {
         t.ensure(&TrackKey::OffCpu(11), hint, &mut out);
         assert_eq!(out.len(), 3, "re-described after rotation");
         assert_eq!(out[2].uuid, Some(off), "same uuid");
+    }
+
+    #[test]
+    fn thread_cache_holds_only_tracks_described_in_this_file() {
+        let mut t = Tracks::new(false);
+        let mut out = Vec::new();
+        let hint = Hint { pid: 10, comm: "p" };
+        assert_eq!(t.cached(ThreadTrack::Thread, 11), None);
+        let th = t.ensure(&TrackKey::Thread(11), hint, &mut out);
+        let off = t.ensure(&TrackKey::OffCpu(11), hint, &mut out);
+        assert_eq!(t.cached(ThreadTrack::Thread, 11), Some(th));
+        assert_eq!(t.cached(ThreadTrack::OffCpu, 11), Some(off));
+        // Same slot, other tid: evicts, and the evicted one comes back through `ensure`.
+        let other = 11 + CACHE_SLOTS as u32;
+        t.ensure(&TrackKey::Thread(other), hint, &mut out);
+        assert_eq!(t.cached(ThreadTrack::Thread, 11), None);
+        out.clear();
+        assert_eq!(t.ensure(&TrackKey::Thread(11), hint, &mut out), th);
+        assert!(out.is_empty());
+        assert_eq!(t.cached(ThreadTrack::Thread, 11), Some(th));
+        t.new_file();
+        assert_eq!(t.cached(ThreadTrack::Thread, 11), None, "describe again");
+        t.ensure(&TrackKey::Thread(11), hint, &mut out);
+        t.refresh_process(10, "q");
+        assert_eq!(
+            t.cached(ThreadTrack::Thread, 11),
+            None,
+            "re-described after exec"
+        );
+        t.ensure(&TrackKey::Thread(11), hint, &mut out);
+        t.forget_thread(11);
+        assert_eq!(t.cached(ThreadTrack::Thread, 11), None, "forgotten");
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //! else (annotations, session, inline strings past the writer's interning cap, foreign traces)
 //! takes the general path, which resolves arguments by name.
 
+mod fast;
+
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -22,7 +24,7 @@ use super::types::{
 };
 use crate::decode::{CudaArgs, MemcpyKind, ProcessOp};
 use crate::record::proto::{SEQ_INCREMENTAL_STATE_CLEARED, clock_id, event_type};
-use crate::record::schema::{self, arg, session, stats};
+use crate::record::schema::{self, LaunchConfig, arg, session, stats};
 use crate::record::{FastMap, FinalStats, SessionInfo, memcpy_kind_text};
 use crate::timeline::record::{AnnotationRecord, Scope};
 
@@ -85,6 +87,15 @@ impl<T> Default for IidTable<T> {
 }
 
 impl<T> IidTable<T> {
+    #[inline]
+    fn get_mut(&mut self, iid: u64) -> Option<&mut T> {
+        if iid < MAX_DENSE_IID {
+            self.dense.get_mut(iid as usize).and_then(Option::as_mut)
+        } else {
+            self.sparse.get_mut(&iid)
+        }
+    }
+
     #[inline]
     fn get(&self, iid: u64) -> Option<&T> {
         if iid < MAX_DENSE_IID {
@@ -166,9 +177,10 @@ enum K {
     PrevState,
     Cpu,
     Error,
+    Launch,
 }
 
-const NK: usize = 22;
+const NK: usize = 23;
 
 const KEYS: [(K, &str); NK] = [
     (K::Ret, arg::RET),
@@ -193,6 +205,7 @@ const KEYS: [(K, &str); NK] = [
     (K::PrevState, arg::PREV_STATE),
     (K::Cpu, arg::CPU),
     (K::Error, arg::ERROR),
+    (K::Launch, arg::LAUNCH),
 ];
 
 impl K {
@@ -212,6 +225,7 @@ struct StrEntry {
     num: Option<u64>,
     dim: Option<[u32; 3]>,
     kind: MemcpyKind,
+    launch: Option<LaunchConfig>,
 }
 
 impl StrEntry {
@@ -220,6 +234,7 @@ impl StrEntry {
             num: parse_num(&text),
             dim: schema::parse_dim3(&text),
             kind: memcpy_kind(&text),
+            launch: schema::parse_launch(&text),
             text,
         }
     }
@@ -236,6 +251,23 @@ struct SeqState {
 }
 
 impl SeqState {
+    /// A packet's time: its `timestamp` on its clock (the incremental clock 64 moves).
+    #[inline(always)]
+    fn advance(&mut self, timestamp: Option<u64>, clock: Option<u32>) -> u64 {
+        match timestamp {
+            Some(t) => {
+                if clock.or(self.default_clock) == Some(clock_id::INCREMENTAL_MONOTONIC) {
+                    let v = self.clock64.unwrap_or(0).saturating_add(t);
+                    self.clock64 = Some(v);
+                    v
+                } else {
+                    t
+                }
+            }
+            None => self.clock64.unwrap_or(0),
+        }
+    }
+
     fn reset(&mut self) {
         self.names.clear();
         self.debug_names.clear();
@@ -258,7 +290,8 @@ enum TrackKind {
     Other,
 }
 
-/// The fast path's arguments: one value per known key, with how to read it.
+/// A slice's interned arguments by known key, with how to read each value: the scratch the
+/// interned paths fill before resolving a slice at its begin.
 #[derive(Clone, Copy)]
 struct Slots {
     present: u32,
@@ -269,6 +302,20 @@ struct Slots {
     v: [u64; NK],
 }
 
+/// How a value is stored in [`Slots`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SlotVal {
+    Unsigned,
+    Signed,
+    StrIid,
+}
+
+impl Default for Slots {
+    fn default() -> Self {
+        Slots::EMPTY
+    }
+}
+
 impl Slots {
     const EMPTY: Slots = Slots {
         present: 0,
@@ -276,18 +323,42 @@ impl Slots {
         string: 0,
         v: [0; NK],
     };
+
+    /// Forgets every value (values are read only under their `present` bit).
+    #[inline(always)]
+    fn clear(&mut self) {
+        self.present = 0;
+        self.signed = 0;
+        self.string = 0;
+    }
+
+    /// Stores a value; the first occurrence of a key wins, as on the general path.
+    #[inline(always)]
+    fn put(&mut self, k: K, v: u64, how: SlotVal) {
+        let bit = 1u32 << k as u32;
+        if self.present & bit != 0 {
+            return;
+        }
+        self.present |= bit;
+        match how {
+            SlotVal::Unsigned => {}
+            SlotVal::Signed => self.signed |= bit,
+            SlotVal::StrIid => self.string |= bit,
+        }
+        self.v[k as usize] = v;
+    }
 }
 
-/// Reads a fast-path slice's arguments, resolving strings in its sequence's table.
+/// Reads a slice's interned arguments, resolving strings in its sequence's table.
 struct SlotArgs<'a> {
     s: &'a Slots,
-    strings: Option<&'a IidTable<StrEntry>>,
+    strings: &'a IidTable<StrEntry>,
 }
 
 impl SlotArgs<'_> {
     #[inline]
     fn str_entry(&self, k: K) -> Option<&StrEntry> {
-        self.strings?.get(self.s.v[k as usize])
+        self.strings.get(self.s.v[k as usize])
     }
 }
 
@@ -298,6 +369,8 @@ trait Args {
     fn dim(&self, k: K) -> Option<[u32; 3]>;
     fn kind(&self, k: K) -> MemcpyKind;
     fn text(&self, k: K) -> Option<&str>;
+    fn launch(&self, k: K) -> Option<LaunchConfig>;
+    fn arc(&self, k: K) -> Option<Arc<str>>;
 }
 
 impl Args for SlotArgs<'_> {
@@ -336,9 +409,9 @@ impl Args for SlotArgs<'_> {
     fn kind(&self, k: K) -> MemcpyKind {
         let bit = 1u32 << k as u32;
         if self.s.present & self.s.string & bit == 0 {
-            return memcpy_kind("");
+            return NO_KIND;
         }
-        self.str_entry(k).map_or(memcpy_kind(""), |e| e.kind)
+        self.str_entry(k).map_or(NO_KIND, |e| e.kind)
     }
     fn text(&self, k: K) -> Option<&str> {
         let bit = 1u32 << k as u32;
@@ -346,6 +419,21 @@ impl Args for SlotArgs<'_> {
             return None;
         }
         self.str_entry(k).map(|e| &*e.text)
+    }
+    #[inline]
+    fn launch(&self, k: K) -> Option<LaunchConfig> {
+        let bit = 1u32 << k as u32;
+        if self.s.present & self.s.string & bit == 0 {
+            return None;
+        }
+        self.str_entry(k).and_then(|e| e.launch)
+    }
+    fn arc(&self, k: K) -> Option<Arc<str>> {
+        let bit = 1u32 << k as u32;
+        if self.s.present & self.s.string & bit == 0 {
+            return None;
+        }
+        self.str_entry(k).map(|e| e.text.clone())
     }
 }
 
@@ -370,15 +458,95 @@ impl Args for ListArgs<'_> {
     fn text(&self, k: K) -> Option<&str> {
         find(self.0, k.text()).and_then(Val::as_str)
     }
+    fn launch(&self, k: K) -> Option<LaunchConfig> {
+        self.text(k).and_then(schema::parse_launch)
+    }
+    fn arc(&self, k: K) -> Option<Arc<str>> {
+        match find(self.0, k.text()) {
+            Some(Val::S(s)) => Some(s.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// What a slice begin resolves to on the interned paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Plan {
+    Cuda(CudaOp),
+    OffCpu(OffCpuReason),
+}
+
+impl Plan {
+    /// The plan for a slice of `name` on `track`; `None` for the general path.
+    #[inline]
+    fn of(track: Option<&TrackKind>, name: Option<NameKind>) -> Option<Plan> {
+        match (track?, name?) {
+            (TrackKind::Thread(_), NameKind::Op(op)) => Some(Plan::Cuda(op)),
+            (TrackKind::OffCpu(_), NameKind::OffCpu(reason)) => Some(Plan::OffCpu(reason)),
+            // The general path reads any other name on an off-CPU track as blocked.
+            (TrackKind::OffCpu(_), NameKind::Op(_)) => Some(Plan::OffCpu(OffCpuReason::Blocked)),
+            _ => None,
+        }
+    }
+
+    /// Resolves the slice's arguments now, so its end only adds the time and the thread.
+    #[inline]
+    fn prepare(self, a: &impl Args) -> OpenBody {
+        match self {
+            Plan::Cuda(op) => OpenBody::Cuda(CudaPrep::new(op, a)),
+            Plan::OffCpu(reason) => OpenBody::OffCpu(OffPrep::new(reason, a)),
+        }
+    }
+}
+
+/// A CUDA call's fields but time and thread.
+#[derive(Clone, Debug, PartialEq)]
+struct CudaPrep {
+    op: CudaOp,
+    ret: i32,
+    args: CudaArgs,
+    clamped: Option<u64>,
+}
+
+impl CudaPrep {
+    #[inline]
+    fn new(op: CudaOp, a: &impl Args) -> CudaPrep {
+        CudaPrep {
+            op,
+            ret: a.i(K::Ret).and_then(|v| i32::try_from(v).ok()).unwrap_or(0),
+            args: cuda_args(op, a),
+            clamped: a.u(K::ClampedFromNs),
+        }
+    }
+}
+
+/// An off-CPU interval's fields but time and thread.
+#[derive(Clone, Debug, PartialEq)]
+struct OffPrep {
+    reason: OffCpuReason,
+    prev_state: i64,
+    next_tid: u32,
+    cpu: u32,
+    next_comm: Option<Arc<str>>,
+}
+
+impl OffPrep {
+    fn new(reason: OffCpuReason, a: &impl Args) -> OffPrep {
+        OffPrep {
+            reason,
+            prev_state: a.i(K::PrevState).unwrap_or(0),
+            next_tid: a.u(K::NextTid).unwrap_or(0) as u32,
+            cpu: a.u(K::Cpu).unwrap_or(0) as u32,
+            next_comm: a.arc(K::NextComm),
+        }
+    }
 }
 
 enum OpenBody {
-    /// A CUDA call or off-CPU interval with interned, known arguments.
-    Fast {
-        seq: u32,
-        name: NameKind,
-        slots: Box<Slots>,
-    },
+    /// A CUDA call on a thread track, resolved at its begin.
+    Cuda(CudaPrep),
+    /// An off-CPU interval on an off-CPU track, resolved at its begin.
+    OffCpu(OffPrep),
     General {
         name: Arc<str>,
         args: Vec<(Arc<str>, Val)>,
@@ -498,17 +666,49 @@ pub fn empty_record() -> ReadRecord {
     })
 }
 
-/// The decoding state of one file.
+/// What one packet did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Step<'a> {
+    /// Nothing to yield (state only, or a record of no interest).
+    Nothing,
+    /// A record was written into the slot.
+    Record,
+    /// A `compressed_packets` container: its zlib stream, to be expanded by the caller.
+    Compressed(&'a [u8]),
+}
+
+impl Step<'_> {
+    fn done(record: bool) -> Self {
+        if record { Step::Record } else { Step::Nothing }
+    }
+}
+
+/// The decoding state of one file (packets already expanded from their containers).
 #[derive(Default)]
-pub struct FileDecoder {
+pub(super) struct Decoder {
     seqs: IidTable<SeqState>,
     tracks: IidTable<TrackKind>,
     open: IidTable<Vec<Open>>,
     op_by_name: FastMap<&'static str, CudaOp>,
-    /// Spare slot arrays, so fast-path slices do not allocate. Boxed on purpose: the same
-    /// boxes move into and out of `Open`s, which stay small on the per-track stacks.
-    #[allow(clippy::vec_box)]
-    spare: Vec<Box<Slots>>,
+    scratch: Slots,
+    /// Which paths may decode a packet (tests compare them).
+    paths: Paths,
+    /// Packets decoded by the byte-layout match (tests check the writer's layout hits it).
+    layout_hits: u64,
+}
+
+/// The decoder's paths, fastest first; each falls back to the next on anything it does not
+/// expect.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) enum Paths {
+    /// The writer's exact packet layouts (`fast.rs`), then the scanner.
+    #[default]
+    All,
+    /// The scanner, with interned arguments resolved through slots.
+    Scanner,
+    /// The scanner, every argument resolved by name.
+    General,
 }
 
 fn find<'a>(args: &'a [(Arc<str>, Val)], key: &str) -> Option<&'a Val> {
@@ -519,31 +719,45 @@ fn u64_of(args: &[(Arc<str>, Val)], key: &str) -> Option<u64> {
     find(args, key).and_then(Val::as_u64)
 }
 
-impl FileDecoder {
-    pub fn new() -> FileDecoder {
-        FileDecoder {
+impl Decoder {
+    pub(super) fn new(paths: Paths) -> Decoder {
+        Decoder {
             op_by_name: CudaOp::ALL.iter().map(|op| (op.name(), *op)).collect(),
+            scratch: Slots::EMPTY,
+            paths,
             ..Default::default()
         }
     }
 
-    /// Decodes one packet, pushing what it completes onto `out`.
-    pub fn packet(&mut self, bytes: &[u8], out: &mut Vec<ReadRecord>) -> Result<()> {
-        let mut slot = empty_record();
-        if self.packet_into(bytes, &mut slot)? {
-            out.push(slot);
-        }
-        Ok(())
+    /// Decodes one packet; if it completes a record (at most one per packet), writes it into
+    /// `slot`, reusing the slot's allocations when it already holds a record of the same kind.
+    /// `slot` is untouched otherwise.
+    /// Packets the byte-layout match decoded so far.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(super) fn layout_hits(&self) -> u64 {
+        self.layout_hits
     }
 
-    /// Decodes one packet; if it completes a record (at most one per packet), writes it into
-    /// `slot`, reusing the slot's allocations when it already holds a record of the same kind,
-    /// and returns `true`. `slot` is untouched otherwise.
-    pub fn packet_into(&mut self, bytes: &[u8], slot: &mut ReadRecord) -> Result<bool> {
+    #[inline(always)]
+    pub(super) fn packet<'a>(
+        &mut self,
+        bytes: &'a [u8],
+        slot: &mut ReadRecord,
+    ) -> Result<Step<'a>> {
+        if self.paths == Paths::All {
+            if let Some(done) = self.fast(bytes, slot) {
+                return Ok(Step::done(done));
+            }
+        }
+        self.packet_slow(bytes, slot)
+    }
+
+    #[inline(never)]
+    fn packet_slow<'a>(&mut self, bytes: &'a [u8], slot: &mut ReadRecord) -> Result<Step<'a>> {
         self.packet_inner(bytes, slot).context("decoding a packet")
     }
 
-    fn packet_inner(&mut self, bytes: &[u8], slot: &mut ReadRecord) -> Result<bool> {
+    fn packet_inner<'a>(&mut self, bytes: &'a [u8], slot: &mut ReadRecord) -> Result<Step<'a>> {
         let mut c = Cur::new(bytes);
         let mut timestamp = None;
         let mut clock = None;
@@ -551,6 +765,7 @@ impl FileDecoder {
         let mut flags = 0u64;
         let (mut interned, mut defaults, mut snapshot, mut desc, mut te) =
             (None, None, None, None, None);
+        let mut compressed = None;
         while let Some((f, w)) = c.field()? {
             match f {
                 8 => timestamp = Some(w.int()),
@@ -562,8 +777,13 @@ impl FileDecoder {
                 6 => snapshot = Some(w.bytes()),
                 60 => desc = Some(w.bytes()),
                 11 => te = Some(w.bytes()),
+                50 => compressed = Some(w.bytes()),
                 _ => {}
             }
+        }
+        // The container's other fields are ignored, as Perfetto does.
+        if let Some(z) = compressed {
+            return Ok(Step::Compressed(z));
         }
         let seq = self.seqs.get_or_default(u64::from(seq_id));
         if flags & u64::from(SEQ_INCREMENTAL_STATE_CLEARED) != 0 {
@@ -600,41 +820,30 @@ impl FileDecoder {
                     seq.clock64 = ts;
                 }
             }
-            return Ok(false);
+            return Ok(Step::Nothing);
         }
-        let ts = match timestamp {
-            Some(t) => {
-                if clock.or(seq.default_clock) == Some(clock_id::INCREMENTAL_MONOTONIC) {
-                    let v = seq.clock64.unwrap_or(0).saturating_add(t);
-                    seq.clock64 = Some(v);
-                    v
-                } else {
-                    t
-                }
-            }
-            None => seq.clock64.unwrap_or(0),
-        };
+        let ts = seq.advance(timestamp, clock);
         if let Some(d) = desc {
             self.describe(d)?;
-            return Ok(false);
+            return Ok(Step::Nothing);
         }
         let Some(te) = te else {
-            return Ok(false);
+            return Ok(Step::Nothing);
         };
         let te = track_event(te)?;
         match te.ty as i32 {
             event_type::SLICE_BEGIN => self.begin(seq_id, ts, &te)?,
             event_type::SLICE_END => {
                 let Some(open) = self.open.get_mut_vec(te.track).and_then(Vec::pop) else {
-                    return Ok(false);
+                    return Ok(Step::Nothing);
                 };
-                return Ok(self.slice(te.track, open, ts, slot));
+                return Ok(Step::done(self.slice(te.track, open, ts, slot)));
             }
             event_type::INSTANT => {
                 let seq = self.seqs.get_or_default(u64::from(seq_id));
                 let name = event_name(seq, &te);
                 let args = resolve_args(seq, te.raw)?;
-                return Ok(self.instant(te.track, ts, &name, &args, slot));
+                return Ok(Step::done(self.instant(te.track, ts, &name, &args, slot)));
             }
             event_type::COUNTER => {
                 if let Some(TrackKind::Counter(kind)) = self.tracks.get(te.track) {
@@ -643,32 +852,26 @@ impl FileDecoder {
                         ts_ns: ts,
                         value: te.counter_value,
                     });
-                    return Ok(true);
+                    return Ok(Step::Record);
                 }
             }
             _ => {}
         }
-        Ok(false)
+        Ok(Step::Nothing)
     }
 
     /// A slice begins: kept open on its track until its end.
     fn begin(&mut self, seq_id: u32, ts: u64, te: &Te<'_>) -> Result<()> {
         let seq = self.seqs.get_or_default(u64::from(seq_id));
-        let fast_track = matches!(
-            self.tracks.get(te.track),
-            Some(TrackKind::Thread(_) | TrackKind::OffCpu(_))
-        );
-        let fast_name = match te.name_iid.and_then(|i| seq.names.get(i)) {
-            Some(n) if fast_track && n.kind != NameKind::Other => Some(n.kind),
-            _ => None,
+        let name = te.name_iid.and_then(|i| seq.names.get(i)).map(|n| n.kind);
+        let plan = match self.paths {
+            Paths::General => None,
+            _ => Plan::of(self.tracks.get(te.track), name),
         };
         let mut body = None;
-        if let Some(name) = fast_name {
-            let mut slots = self.spare.pop().unwrap_or_else(|| Box::new(Slots::EMPTY));
-            // Values are read only under their `present` bit: clearing the masks is enough.
-            slots.present = 0;
-            slots.signed = 0;
-            slots.string = 0;
+        if let Some(plan) = plan {
+            let s = &mut self.scratch;
+            s.clear();
             let mut ok = true;
             for_each_arg(te.raw, |a| {
                 let slot = a
@@ -679,38 +882,23 @@ impl FileDecoder {
                     ok = false;
                     return false;
                 };
-                let bit = 1u32 << k as u32;
-                if slots.present & bit != 0 {
-                    return true; // first occurrence wins, as on the general path
-                }
-                let v = match a.val {
-                    RawVal::U(v) => v,
-                    RawVal::B(b) => u64::from(b),
-                    RawVal::I(v) => {
-                        slots.signed |= bit;
-                        v as u64
-                    }
-                    RawVal::StrIid(iid) => {
-                        slots.string |= bit;
-                        iid
-                    }
+                match a.val {
+                    RawVal::U(v) => s.put(k, v, SlotVal::Unsigned),
+                    RawVal::B(b) => s.put(k, u64::from(b), SlotVal::Unsigned),
+                    RawVal::I(v) => s.put(k, v as u64, SlotVal::Signed),
+                    RawVal::StrIid(iid) => s.put(k, iid, SlotVal::StrIid),
                     RawVal::Str(_) => {
                         ok = false;
                         return false;
                     }
-                };
-                slots.present |= bit;
-                slots.v[k as usize] = v;
+                }
                 true
             })?;
             if ok {
-                body = Some(OpenBody::Fast {
-                    seq: seq_id,
-                    name,
-                    slots,
-                });
-            } else {
-                self.spare.push(slots);
+                body = Some(plan.prepare(&SlotArgs {
+                    s,
+                    strings: &seq.strings,
+                }));
             }
         }
         let body = match body {
@@ -800,36 +988,11 @@ impl FileDecoder {
     }
 
     fn slice(&mut self, track: u64, open: Open, end: u64, slot: &mut ReadRecord) -> bool {
-        let duration_ns = end.saturating_sub(open.ts);
         match open.body {
-            OpenBody::Fast { seq, name, slots } => {
-                let args = SlotArgs {
-                    s: &slots,
-                    strings: self.seqs.get(u64::from(seq)).map(|s| &s.strings),
-                };
-                let done = match (self.tracks.get(track), name) {
-                    (Some(TrackKind::Thread(t)), NameKind::Op(op)) => {
-                        put_cuda(slot, open.ts, duration_ns, t, op, &args);
-                        true
-                    }
-                    (Some(TrackKind::OffCpu(t)), NameKind::OffCpu(reason)) => {
-                        put_off_cpu(slot, open.ts, duration_ns, t, reason, &args);
-                        true
-                    }
-                    (Some(TrackKind::OffCpu(t)), NameKind::Op(_)) => {
-                        // The general path reads any other name on an off-CPU track as
-                        // blocked.
-                        put_off_cpu(slot, open.ts, duration_ns, t, OffCpuReason::Blocked, &args);
-                        true
-                    }
-                    _ => false,
-                };
-                self.spare.push(slots);
-                done
-            }
             OpenBody::General { name, args } => {
                 self.slice_general(track, open.ts, &name, &args, end, slot)
             }
+            body => emit(self.tracks.get(track), open.ts, &body, end, slot),
         }
     }
 
@@ -848,14 +1011,26 @@ impl FileDecoder {
                 let Some(op) = self.op_by_name.get(name).copied() else {
                     return false;
                 };
-                put_cuda(slot, ts, duration_ns, t, op, &ListArgs(args));
+                put_cuda(
+                    slot,
+                    ts,
+                    duration_ns,
+                    t,
+                    &CudaPrep::new(op, &ListArgs(args)),
+                );
             }
             Some(TrackKind::OffCpu(t)) => {
                 let reason = match name {
                     "preempted" => OffCpuReason::Preempted,
                     _ => OffCpuReason::Blocked,
                 };
-                put_off_cpu(slot, ts, duration_ns, t, reason, &ListArgs(args));
+                put_off_cpu(
+                    slot,
+                    ts,
+                    duration_ns,
+                    t,
+                    &OffPrep::new(reason, &ListArgs(args)),
+                );
             }
             Some(TrackKind::SpanLane(scope)) => {
                 *slot = ReadRecord::Annotation(annotation(*scope, ts, Some(end), args));
@@ -978,6 +1153,15 @@ impl IidTable<Vec<Open>> {
     fn entry_vec(&mut self, iid: u64) -> &mut Vec<Open> {
         self.get_or_default(iid)
     }
+
+    /// Opens a slice on track `iid`.
+    #[inline(always)]
+    fn push(&mut self, iid: u64, o: Open) {
+        match self.dense.get_mut(iid as usize) {
+            Some(Some(v)) if iid < MAX_DENSE_IID => v.push(o),
+            _ => self.entry_vec(iid).push(o),
+        }
+    }
 }
 
 /// Declares a packet's interned data in its sequence's tables, resolving what the fast path
@@ -1060,76 +1244,91 @@ fn resolve_args(seq: &SeqState, raw: &[u8]) -> Result<Vec<(Arc<str>, Val)>> {
     Ok(out)
 }
 
+/// A resolved slice's record, if its track (looked up at its end) is still of its kind.
+#[inline(always)]
+fn emit(
+    track: Option<&TrackKind>,
+    ts: u64,
+    body: &OpenBody,
+    end: u64,
+    slot: &mut ReadRecord,
+) -> bool {
+    let dur = end.saturating_sub(ts);
+    match (track, body) {
+        (Some(TrackKind::Thread(t)), OpenBody::Cuda(p)) => {
+            put_cuda(slot, ts, dur, t, p);
+            true
+        }
+        (Some(TrackKind::OffCpu(t)), OpenBody::OffCpu(p)) => {
+            put_off_cpu(slot, ts, dur, t, p);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The thread into a record's slot, copying the name only when it changed. Another thread
+/// (the common case when threads interleave) is copied without comparing names first.
+#[inline(always)]
+fn put_thread(dst: &mut ThreadRef, t: &ThreadRef) {
+    if dst.tid != t.tid || dst.pid != t.pid || dst.name != t.name {
+        dst.pid = t.pid;
+        dst.tid = t.tid;
+        dst.name.clear();
+        dst.name.push_str(&t.name);
+    }
+}
+
 /// Writes a CUDA call into `slot`, in place when it already holds one (no allocation when
 /// the thread name fits the slot's string).
-fn put_cuda(slot: &mut ReadRecord, ts: u64, dur: u64, t: &ThreadRef, op: CudaOp, a: &impl Args) {
-    let ret = a.i(K::Ret).and_then(|v| i32::try_from(v).ok()).unwrap_or(0);
-    let args = cuda_args(op, a);
-    let clamped = a.u(K::ClampedFromNs);
+#[inline(always)]
+fn put_cuda(slot: &mut ReadRecord, ts: u64, dur: u64, t: &ThreadRef, p: &CudaPrep) {
     if let ReadRecord::Cuda(c) = slot {
         c.ts_ns = ts;
         c.duration_ns = dur;
-        c.thread.pid = t.pid;
-        c.thread.tid = t.tid;
-        if c.thread.name != t.name {
-            c.thread.name.clone_from(&t.name);
-        }
-        c.op = op;
-        c.ret = ret;
-        c.args = args;
-        c.clamped_from_ns = clamped;
+        put_thread(&mut c.thread, t);
+        c.op = p.op;
+        c.ret = p.ret;
+        c.args = p.args.clone();
+        c.clamped_from_ns = p.clamped;
         return;
     }
     *slot = ReadRecord::Cuda(CudaCallRecord {
         ts_ns: ts,
         duration_ns: dur,
         thread: t.clone(),
-        op,
-        ret,
-        args,
-        clamped_from_ns: clamped,
+        op: p.op,
+        ret: p.ret,
+        args: p.args.clone(),
+        clamped_from_ns: p.clamped,
     });
 }
 
-fn put_off_cpu(
-    slot: &mut ReadRecord,
-    ts: u64,
-    dur: u64,
-    t: &ThreadRef,
-    reason: OffCpuReason,
-    a: &impl Args,
-) {
-    let prev_state = a.i(K::PrevState).unwrap_or(0);
-    let next_tid = a.u(K::NextTid).unwrap_or(0) as u32;
-    let cpu = a.u(K::Cpu).unwrap_or(0) as u32;
-    let next_comm = a.text(K::NextComm).unwrap_or("");
+fn put_off_cpu(slot: &mut ReadRecord, ts: u64, dur: u64, t: &ThreadRef, p: &OffPrep) {
+    let next_comm = p.next_comm.as_deref().unwrap_or("");
     if let ReadRecord::OffCpu(o) = slot {
         o.ts_ns = ts;
         o.duration_ns = dur;
-        o.thread.pid = t.pid;
-        o.thread.tid = t.tid;
-        if o.thread.name != t.name {
-            o.thread.name.clone_from(&t.name);
-        }
-        o.reason = reason;
-        o.prev_state = prev_state;
-        o.next_tid = next_tid;
+        put_thread(&mut o.thread, t);
+        o.reason = p.reason;
+        o.prev_state = p.prev_state;
+        o.next_tid = p.next_tid;
         if o.next_comm != next_comm {
             o.next_comm.clear();
             o.next_comm.push_str(next_comm);
         }
-        o.cpu = cpu;
+        o.cpu = p.cpu;
         return;
     }
     *slot = ReadRecord::OffCpu(OffCpuRecord {
         ts_ns: ts,
         duration_ns: dur,
         thread: t.clone(),
-        reason,
-        prev_state,
-        next_tid,
+        reason: p.reason,
+        prev_state: p.prev_state,
+        next_tid: p.next_tid,
         next_comm: next_comm.to_owned(),
-        cpu,
+        cpu: p.cpu,
     });
 }
 
@@ -1160,6 +1359,10 @@ fn annotation(
         provenance_pid: u64_of(args, arg::PROVENANCE_PID).map(|p| p as u32),
     }
 }
+
+/// What [`memcpy_kind`] reads from an absent or empty `kind` (a constant: computing it
+/// costs a search).
+const NO_KIND: MemcpyKind = MemcpyKind::Unknown(0);
 
 fn memcpy_kind(text: &str) -> MemcpyKind {
     if let Some(raw) = text.strip_prefix("unknown:") {
@@ -1193,12 +1396,22 @@ fn cuda_args(op: CudaOp, a: &impl Args) -> CudaArgs {
         FreeHost => CudaArgs::HostFree {
             ptr: u(K::Ptr).unwrap_or(0),
         },
-        LaunchKernel | LaunchCooperativeKernel | LaunchKernelExC => CudaArgs::Launch {
-            func: u(K::Func).unwrap_or(0),
-            grid: dim(K::Grid),
-            block: dim(K::Block),
-            shared_mem: u(K::SharedMem).unwrap_or(0),
-            stream: u(K::Stream).unwrap_or(0),
+        LaunchKernel | LaunchCooperativeKernel | LaunchKernelExC => match a.launch(K::Launch) {
+            Some(l) => CudaArgs::Launch {
+                func: l.func,
+                grid: l.grid,
+                block: l.block,
+                shared_mem: l.shared_mem,
+                stream: l.stream,
+            },
+            // Recordings from before the `launch` argument.
+            None => CudaArgs::Launch {
+                func: u(K::Func).unwrap_or(0),
+                grid: dim(K::Grid),
+                block: dim(K::Block),
+                shared_mem: u(K::SharedMem).unwrap_or(0),
+                stream: u(K::Stream).unwrap_or(0),
+            },
         },
         GraphLaunch => CudaArgs::GraphLaunch {
             graph_exec: u(K::GraphExec).unwrap_or(0),
@@ -1244,8 +1457,8 @@ mod tests {
         p.encode_to_vec()
     }
 
-    fn launch_call(inline: bool) -> ReadRecord {
-        let mut d = FileDecoder::new();
+    fn launch_call(inline: bool, paths: Paths) -> ReadRecord {
+        let mut d = Decoder::new(paths);
         let mut out = Vec::new();
         let first = TracePacket {
             trusted_packet_sequence_id: Some(1),
@@ -1286,7 +1499,13 @@ mod tests {
             }),
             ..Default::default()
         };
-        d.packet(&bytes(&first), &mut out).expect("first");
+        let mut slot = empty_record();
+        let mut step = |d: &mut Decoder, p: &TracePacket| {
+            if d.packet(&bytes(p), &mut slot).expect("packet") == Step::Record {
+                out.push(slot.clone());
+            }
+        };
+        step(&mut d, &first);
         let arg = |iid: u64, name: &str| DebugAnnotation {
             name_iid: (!inline).then_some(iid),
             name: inline.then(|| name.to_owned()),
@@ -1335,24 +1554,26 @@ mod tests {
             }),
             ..Default::default()
         };
-        d.packet(&bytes(&begin), &mut out).expect("begin");
+        step(&mut d, &begin);
         let open_fast = matches!(
             d.open
                 .get_mut_vec(5)
                 .and_then(|v| v.last())
                 .map(|o| &o.body),
-            Some(OpenBody::Fast { .. })
+            Some(OpenBody::Cuda(_))
         );
-        assert_eq!(open_fast, !inline, "path taken");
-        d.packet(&bytes(&end), &mut out).expect("end");
+        assert_eq!(open_fast, !inline && paths != Paths::General, "path taken");
+        step(&mut d, &end);
         assert_eq!(out.len(), 1);
         out.remove(0)
     }
 
     #[test]
     fn fast_and_general_paths_agree() {
-        let fast = launch_call(false);
-        assert_eq!(fast, launch_call(true));
+        let fast = launch_call(false, Paths::All);
+        assert_eq!(fast, launch_call(false, Paths::Scanner));
+        assert_eq!(fast, launch_call(false, Paths::General));
+        assert_eq!(fast, launch_call(true, Paths::All));
         let ReadRecord::Cuda(c) = &fast else {
             panic!("not a CUDA call: {fast:?}");
         };
@@ -1371,8 +1592,13 @@ mod tests {
     }
 
     #[test]
+    fn no_kind_is_what_an_empty_kind_reads_as() {
+        assert_eq!(memcpy_kind(""), NO_KIND);
+    }
+
+    #[test]
     fn slot_reuse_rewrites_every_field() {
-        let rec = launch_call(false);
+        let rec = launch_call(false, Paths::All);
         let mut slot = ReadRecord::Cuda(CudaCallRecord {
             ts_ns: 1,
             duration_ns: 2,
@@ -1392,25 +1618,13 @@ mod tests {
         let Some(TrackKind::Thread(t)) = Some(TrackKind::Thread(c.thread.clone())) else {
             return;
         };
-        let slots = Slots::EMPTY;
-        let a = SlotArgs {
-            s: &slots,
-            strings: None,
+        let p = CudaPrep {
+            op: c.op,
+            ret: c.ret,
+            args: c.args.clone(),
+            clamped: c.clamped_from_ns,
         };
-        put_cuda(&mut slot, c.ts_ns, c.duration_ns, &t, c.op, &a);
-        let ReadRecord::Cuda(s) = &slot else {
-            panic!("slot kind changed");
-        };
-        assert_eq!(
-            (
-                s.ts_ns,
-                s.duration_ns,
-                &s.thread,
-                s.op,
-                s.ret,
-                s.clamped_from_ns
-            ),
-            (c.ts_ns, c.duration_ns, &c.thread, c.op, 0, None)
-        );
+        put_cuda(&mut slot, c.ts_ns, c.duration_ns, &t, &p);
+        assert_eq!(slot, rec);
     }
 }

@@ -1,0 +1,265 @@
+//! The reader's throughput on a launch-dominated recording, split into inflate and decode.
+//! Prints one `name value unit` line per figure.
+//!
+//! `cargo run --release -p ingero-agent --example read-bench -- [--events N] [--dir DIR]
+//! [--rounds R] [--writer-level L] [--chunk KIB] [--level L] [--file PATH] [--only next_into]
+//! [--write PATH]`
+//!
+//! Without `--file` it writes `synth::launches(N)` with the current writer, compressing at
+//! `--writer-level` (default: the writer's; 0: plain packets), and with `--chunk KIB` re-packs
+//! a plain file's packets into `compressed_packets` containers of about that size inflated at
+//! `--level`. With `--file` it reads that file as is. Throughputs are the best of `--rounds` runs and are also given per
+//! CPU second of the reading thread (the machines this runs on are shared). `--only next_into`
+//! runs one `next_into` pass and nothing else (for callgrind); `--write PATH` only writes the
+//! file it would read.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use ingero_agent::read::{ChunkedPackets, ReadRecord, TimeRange, TraceReader, empty_record};
+use ingero_agent::record::{FinalStats, Recorder, RecorderConfig, synth};
+use libdeflater::{CompressionLvl, Compressor, Decompressor};
+
+/// CPU time consumed by this thread, in seconds.
+fn thread_cpu_secs() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec and the clock id is a constant the kernel
+    // supports; the call only writes into `ts`.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+fn frame(out: &mut Vec<u8>, tag: &[u8], packet: &[u8]) {
+    out.extend_from_slice(tag);
+    varint(out, packet.len() as u64);
+    out.extend_from_slice(packet);
+}
+
+/// Re-packs a plain file's packets into containers of about `chunk` bytes inflated.
+fn repack(plain: &[u8], chunk: usize, level: i32) -> Result<Vec<u8>> {
+    let mut c = Compressor::new(CompressionLvl::new(level).map_err(|e| anyhow::anyhow!("{e:?}"))?);
+    let mut packets = ChunkedPackets::new(plain);
+    let mut out = Vec::new();
+    let mut inner = Vec::new();
+    let mut z = Vec::new();
+    let mut flush = |inner: &mut Vec<u8>, out: &mut Vec<u8>| -> Result<()> {
+        if inner.is_empty() {
+            return Ok(());
+        }
+        z.resize(c.zlib_compress_bound(inner.len()), 0);
+        let n = c
+            .zlib_compress(inner, &mut z)
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let mut packet = Vec::with_capacity(n + 8);
+        frame(&mut packet, &[0x92, 0x03], &z[..n]);
+        frame(out, &[0x0A], &packet);
+        inner.clear();
+        Ok(())
+    };
+    while let Some(r) = packets.next_range()? {
+        frame(&mut inner, &[0x0A], &packets.buf()[r]);
+        if inner.len() >= chunk {
+            flush(&mut inner, &mut out)?;
+        }
+    }
+    flush(&mut inner, &mut out)?;
+    Ok(out)
+}
+
+fn write_plain(path: &Path, n: u64, level: u32) -> Result<()> {
+    let cfg = RecorderConfig {
+        path: Some(path.to_path_buf()),
+        max_file_size: u64::MAX,
+        compression_level: level,
+        chown_to_sudo_user: false,
+        ..Default::default()
+    };
+    let mut rec = Recorder::create_with(cfg, false)?;
+    for r in synth::launches(n, synth::SCENARIO_T0) {
+        rec.write(&r)?;
+    }
+    rec.finish(&FinalStats::default())?;
+    Ok(())
+}
+
+/// Inflates every container of the file (nothing else): (wall, cpu, inflated bytes).
+fn inflate_only(path: &Path) -> Result<(f64, (f64, u64))> {
+    let bytes = std::fs::read(path)?;
+    let start = Instant::now();
+    let cpu = thread_cpu_secs();
+    let mut d = Decompressor::new();
+    let mut buf = vec![0u8; 4 << 20];
+    let mut total = 0u64;
+    let mut packets = ChunkedPackets::new(&bytes[..]);
+    while let Some(r) = packets.next_range()? {
+        let p = &packets.buf()[r];
+        if p.starts_with(&[0x92, 0x03]) {
+            let mut i = 2;
+            let mut len = 0usize;
+            let mut shift = 0;
+            while let Some(&b) = p.get(i) {
+                i += 1;
+                len |= usize::from(b & 0x7f) << shift;
+                shift += 7;
+                if b & 0x80 == 0 {
+                    break;
+                }
+            }
+            let z = p.get(i..i + len).context("container length")?;
+            total += d
+                .zlib_decompress(z, &mut buf)
+                .map_err(|e| anyhow::anyhow!("{e:?}"))? as u64;
+        }
+    }
+    Ok((
+        start.elapsed().as_secs_f64(),
+        (thread_cpu_secs() - cpu, total),
+    ))
+}
+
+fn read_into(path: &Path) -> Result<(f64, (f64, u64))> {
+    let start = Instant::now();
+    let cpu = thread_cpu_secs();
+    let mut reader = TraceReader::from_files(vec![path.to_path_buf()], TimeRange::all());
+    let mut rec: ReadRecord = empty_record();
+    let mut count = 0u64;
+    let mut dur = 0u64;
+    while reader.next_into(&mut rec)? {
+        if let ReadRecord::Cuda(c) = &rec {
+            dur = dur.wrapping_add(c.duration_ns);
+        }
+        count += 1;
+    }
+    std::hint::black_box(dur);
+    Ok((
+        start.elapsed().as_secs_f64(),
+        (thread_cpu_secs() - cpu, count),
+    ))
+}
+
+fn read_iter(path: &Path) -> Result<(f64, (f64, u64))> {
+    let start = Instant::now();
+    let cpu = thread_cpu_secs();
+    let mut count = 0u64;
+    for r in TraceReader::from_files(vec![path.to_path_buf()], TimeRange::all()) {
+        std::hint::black_box(r?);
+        count += 1;
+    }
+    Ok((
+        start.elapsed().as_secs_f64(),
+        (thread_cpu_secs() - cpu, count),
+    ))
+}
+
+/// Best wall time and best CPU time over `rounds` runs.
+fn best(rounds: u32, mut f: impl FnMut() -> Result<(f64, (f64, u64))>) -> Result<(f64, f64, u64)> {
+    let (mut wall, mut cpu, mut n) = (f64::MAX, f64::MAX, 0);
+    for _ in 0..rounds {
+        let (w, (c, k)) = f()?;
+        wall = wall.min(w);
+        cpu = cpu.min(c);
+        n = k;
+    }
+    Ok((wall, cpu, n))
+}
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let mut n = 2_000_000u64;
+    let mut rounds = 3u32;
+    let mut chunk = 0usize;
+    let mut level = 2i32;
+    let mut writer_level = RecorderConfig::default().compression_level;
+    let mut dir = std::env::temp_dir();
+    let mut file = None;
+    let mut only = None;
+    let mut write_to = None;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--events" => n = args.next().context("--events N")?.parse()?,
+            "--dir" => dir = PathBuf::from(args.next().context("--dir DIR")?),
+            "--rounds" => rounds = args.next().context("--rounds R")?.parse()?,
+            "--chunk" => chunk = args.next().context("--chunk KIB")?.parse()?,
+            "--level" => level = args.next().context("--level L")?.parse()?,
+            "--writer-level" => {
+                writer_level = args.next().context("--writer-level L")?.parse()?;
+            }
+            "--file" => file = Some(PathBuf::from(args.next().context("--file PATH")?)),
+            "--only" => only = Some(args.next().context("--only next_into")?),
+            "--write" => write_to = Some(PathBuf::from(args.next().context("--write PATH")?)),
+            other => anyhow::bail!("unknown argument {other}"),
+        }
+    }
+    let mut made = None;
+    let path = match file {
+        Some(p) => p,
+        None => {
+            let plain = write_to.clone().unwrap_or_else(|| {
+                dir.join(format!("ingero-read-bench-{}.pftrace", std::process::id()))
+            });
+            write_plain(&plain, n, writer_level)?;
+            if chunk > 0 {
+                let bytes = std::fs::read(&plain)?;
+                std::fs::write(&plain, repack(&bytes, chunk << 10, level)?)?;
+            }
+            if write_to.is_some() {
+                return Ok(());
+            }
+            made = Some(plain.clone());
+            plain
+        }
+    };
+    if only.as_deref() == Some("next_into") {
+        let (_, (_, count)) = read_into(&path)?;
+        println!("records {count}");
+    } else {
+        let size = std::fs::metadata(&path).context("trace size")?.len();
+        let (w, c, inflated) = best(rounds, || inflate_only(&path))?;
+        let (iw, ic, count) = best(rounds, || read_into(&path))?;
+        println!(
+            "file_bytes {size} bytes ({:.2} per record)",
+            size as f64 / count as f64
+        );
+        println!(
+            "inflate {:.0} MB/s inflated ({:.0} per cpu-s), {:.1} ns per record (cpu)",
+            inflated as f64 / w / 1e6,
+            inflated as f64 / c / 1e6,
+            c * 1e9 / count as f64
+        );
+        println!(
+            "next_into {:.2} M records/s ({:.2} per cpu-s), {:.1} ns per record (cpu)",
+            count as f64 / iw / 1e6,
+            count as f64 / ic / 1e6,
+            ic * 1e9 / count as f64
+        );
+        let (tw, tc, count) = best(rounds, || read_iter(&path))?;
+        println!(
+            "iterator {:.2} M records/s ({:.2} per cpu-s)",
+            count as f64 / tw / 1e6,
+            count as f64 / tc / 1e6
+        );
+    }
+    if let Some(p) = made {
+        std::fs::remove_file(p).ok();
+    }
+    Ok(())
+}

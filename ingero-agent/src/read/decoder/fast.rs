@@ -1,0 +1,433 @@
+//! The fast path: slice begins and ends in the writer's exact packet layouts, decoded with
+//! fixed one-byte tags instead of the general field scanner.
+//!
+//! Two levels, each falling back to the next before any state has changed:
+//! - [`Decoder::fast`] first matches the writer's byte layout field by field, in its order:
+//!   a slice end `{timestamp, sequence id, track_event {type=2, track_uuid}, sequence_flags,
+//!   machine_id}` and a slice begin with exactly one interned argument (a kernel launch)
+//!   `{.., track_event {debug_annotation {name_iid, string_value_iid}, type=1, name_iid,
+//!   track_uuid}, ..}`. A launch then takes its configuration straight from the interned
+//!   string, parsed when it was declared.
+//! - [`Decoder::fast_fields`] takes the same messages with fields in any order, any number of
+//!   interned arguments with integer or interned string values, and category iids.
+//!
+//! Anything else (another field, an inline name or string, an unknown argument key, a cleared
+//! sequence, a track or name the interned paths do not resolve) takes the scanner path.
+
+use ingero_ebpf::CudaOp;
+
+use super::{
+    CudaPrep, Decoder, IidTable, K, KeyEntry, NameKind, Open, OpenBody, Plan, ReadRecord, SlotArgs,
+    SlotVal, Slots, TrackKind, emit,
+};
+use crate::decode::CudaArgs;
+use crate::record::proto::SEQ_INCREMENTAL_STATE_CLEARED;
+
+/// `TracePacket` tags.
+const TIMESTAMP: u8 = 0x40; // 8, varint
+const SEQUENCE_ID: u8 = 0x50; // 10, varint
+const TRACK_EVENT: u8 = 0x5A; // 11, bytes
+const SEQUENCE_FLAGS: u8 = 0x68; // 13, varint
+const MACHINE_ID: [u8; 2] = [0x90, 0x06]; // 98, varint
+
+/// `TrackEvent` tags.
+const ANNOTATION: u8 = 0x22; // 4, bytes
+const CATEGORY_IID: u8 = 0x18; // 3, varint
+const CATEGORY_IIDS_PACKED: u8 = 0x1A; // 3, bytes
+const TYPE: u8 = 0x48; // 9, varint
+const NAME_IID: u8 = 0x50; // 10, varint
+const TRACK_UUID: u8 = 0x58; // 11, varint
+
+/// `DebugAnnotation` tags.
+const ARG_NAME_IID: u8 = 0x08; // 1
+const ARG_BOOL: u8 = 0x10; // 2
+const ARG_UINT: u8 = 0x18; // 3
+const ARG_INT: u8 = 0x20; // 4
+const ARG_POINTER: u8 = 0x38; // 7
+const ARG_STRING_IID: [u8; 2] = [0x88, 0x01]; // 17
+
+const SLICE_BEGIN: u64 = 1;
+const SLICE_END: u64 = 2;
+
+#[inline(always)]
+fn varint(p: &[u8], i: &mut usize) -> Option<u64> {
+    let b = *p.get(*i)?;
+    if b < 0x80 {
+        *i += 1;
+        return Some(u64::from(b));
+    }
+    let c = *p.get(*i + 1)?;
+    if c < 0x80 {
+        *i += 2;
+        return Some(u64::from(b & 0x7f) | (u64::from(c) << 7));
+    }
+    varint_long(p, i)
+}
+
+#[inline(never)]
+fn varint_long(p: &[u8], i: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *p.get(*i)?;
+        *i += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// Skips a varint whose value is not needed (the 5-byte machine id).
+#[inline(always)]
+fn skip_varint(p: &[u8], i: &mut usize) -> Option<()> {
+    let end = (*i + 10).min(p.len());
+    let rest = p.get(*i..end)?;
+    let n = rest.iter().position(|b| *b < 0x80)?;
+    *i += n + 1;
+    Some(())
+}
+
+#[inline(always)]
+fn bytes<'a>(p: &'a [u8], i: &mut usize) -> Option<&'a [u8]> {
+    let n = usize::try_from(varint(p, i)?).ok()?;
+    let s = p.get(*i..i.checked_add(n)?)?;
+    *i += n;
+    Some(s)
+}
+
+/// One debug annotation into `slots`; `None` unless it has an interned, known key and exactly
+/// one value of a kind the slots hold.
+#[inline(always)]
+fn annotation(a: &[u8], keys: &IidTable<KeyEntry>, slots: &mut Slots) -> Option<()> {
+    let mut i = 0;
+    let mut key = None;
+    let mut val = None;
+    while let Some(&tag) = a.get(i) {
+        i += 1;
+        let how = match tag {
+            ARG_NAME_IID => {
+                key = Some(varint(a, &mut i)?);
+                continue;
+            }
+            ARG_UINT | ARG_POINTER => SlotVal::Unsigned,
+            ARG_INT => SlotVal::Signed,
+            ARG_BOOL => {
+                let v = varint(a, &mut i)?;
+                if val
+                    .replace((u64::from(v != 0), SlotVal::Unsigned))
+                    .is_some()
+                {
+                    return None;
+                }
+                continue;
+            }
+            t if t == ARG_STRING_IID[0] && a.get(i) == Some(&ARG_STRING_IID[1]) => {
+                i += 1;
+                SlotVal::StrIid
+            }
+            _ => return None,
+        };
+        // Several values: the scanner path applies the writer's precedence.
+        if val.replace((varint(a, &mut i)?, how)).is_some() {
+            return None;
+        }
+    }
+    let k = keys.get(key?)?.slot?;
+    let (v, how) = val?;
+    slots.put(k, v, how);
+    Some(())
+}
+
+/// A packet in the writer's layout, matched but not yet applied.
+enum Layout {
+    End {
+        uuid: u64,
+    },
+    /// A begin with one interned argument.
+    Begin1 {
+        uuid: u64,
+        name: u64,
+        key: u64,
+        value: u64,
+    },
+}
+
+/// A varint and what follows it. Slice patterns: one length check covers several bytes.
+#[inline(always)]
+fn take(p: &[u8]) -> Option<(u64, &[u8])> {
+    match p {
+        [b, rest @ ..] if *b < 0x80 => Some((u64::from(*b), rest)),
+        [b, c, rest @ ..] if *c < 0x80 => Some((u64::from(b & 0x7f) | (u64::from(*c) << 7), rest)),
+        _ => {
+            let mut i = 0;
+            let v = varint_long(p, &mut i)?;
+            Some((v, p.get(i..)?))
+        }
+    }
+}
+
+/// Matches the writer's layouts byte by byte (see the module doc): `(timestamp, sequence id,
+/// what)`.
+#[inline(always)]
+fn layout(p: &[u8]) -> Option<(u64, u64, Layout)> {
+    let [TIMESTAMP, r @ ..] = p else {
+        return None;
+    };
+    let (ts, r) = take(r)?;
+    // One-byte sequence ids and track event lengths: every sequence and event of this shape.
+    let [SEQUENCE_ID, seq, TRACK_EVENT, n, r @ ..] = r else {
+        return None;
+    };
+    if (*seq | *n) >= 0x80 {
+        return None;
+    }
+    let (te, tail) = r.split_at_checked(usize::from(*n))?;
+    let [SEQUENCE_FLAGS, flags, m0, m1, r @ ..] = tail else {
+        return None;
+    };
+    if *flags >= 0x80
+        || u32::from(*flags) & SEQ_INCREMENTAL_STATE_CLEARED != 0
+        || [*m0, *m1] != MACHINE_ID
+    {
+        return None;
+    }
+    let mut i = 0;
+    skip_varint(r, &mut i)?;
+    if i != r.len() {
+        return None;
+    }
+    let l = match te {
+        [TYPE, 0x02, TRACK_UUID, r @ ..] => {
+            let (uuid, r) = take(r)?;
+            if !r.is_empty() {
+                return None;
+            }
+            Layout::End { uuid }
+        }
+        [ANNOTATION, al, ARG_NAME_IID, r @ ..] if *al < 0x80 => {
+            let (key, r) = take(r)?;
+            let [s0, s1, r @ ..] = r else {
+                return None;
+            };
+            if [*s0, *s1] != ARG_STRING_IID {
+                return None;
+            }
+            let (value, r) = take(r)?;
+            // The annotation ends where its length says.
+            if te.len() - r.len() != 2 + usize::from(*al) {
+                return None;
+            }
+            let [TYPE, 0x01, NAME_IID, r @ ..] = r else {
+                return None;
+            };
+            let (name, r) = take(r)?;
+            let [TRACK_UUID, r @ ..] = r else {
+                return None;
+            };
+            let (uuid, r) = take(r)?;
+            if !r.is_empty() {
+                return None;
+            }
+            Layout::Begin1 {
+                uuid,
+                name,
+                key,
+                value,
+            }
+        }
+        _ => return None,
+    };
+    Some((ts, u64::from(*seq), l))
+}
+
+impl Decoder {
+    /// Decodes a slice begin or end in the writer's layout: `Some(true)` when it wrote a
+    /// record into `slot`, `Some(false)` when it completed none, `None` (nothing changed)
+    /// when the packet needs the scanner path.
+    #[inline(always)]
+    pub(super) fn fast(&mut self, p: &[u8], slot: &mut ReadRecord) -> Option<bool> {
+        if let Some((ts, seq_id, l)) = layout(p) {
+            if let Some(done) = self.apply(ts, seq_id, l, slot) {
+                self.layout_hits += 1;
+                return Some(done);
+            }
+        }
+        self.fast_fields(p, slot)
+    }
+
+    /// Applies a matched layout; `None` (nothing changed) when its names, track or argument
+    /// need a slower path.
+    #[inline(always)]
+    fn apply(&mut self, ts: u64, seq_id: u64, l: Layout, slot: &mut ReadRecord) -> Option<bool> {
+        let Decoder {
+            seqs,
+            tracks,
+            open,
+            scratch,
+            ..
+        } = self;
+        let seq = seqs.get_mut(seq_id)?;
+        match l {
+            Layout::End { uuid } => {
+                let stack = open.get_mut_vec(uuid)?;
+                let o = stack.last()?;
+                if let OpenBody::General { .. } = o.body {
+                    return None;
+                }
+                let end = seq.advance(Some(ts), None);
+                // Emitted from its place on the stack, then dropped there: no copies.
+                let done = emit(tracks.get(uuid), o.ts, &o.body, end, slot);
+                stack.truncate(stack.len() - 1);
+                Some(done)
+            }
+            Layout::Begin1 {
+                uuid,
+                name,
+                key,
+                value,
+            } => {
+                let NameKind::Op(op) = seq.names.get(name)?.kind else {
+                    return None;
+                };
+                let Some(TrackKind::Thread(_)) = tracks.get(uuid) else {
+                    return None;
+                };
+                let k = seq.debug_names.get(key)?.slot?;
+                let launch = match (k, op) {
+                    (
+                        K::Launch,
+                        CudaOp::LaunchKernel
+                        | CudaOp::LaunchCooperativeKernel
+                        | CudaOp::LaunchKernelExC,
+                    ) => seq.strings.get(value).and_then(|e| e.launch),
+                    _ => None,
+                };
+                let prep = match launch {
+                    Some(l) => CudaPrep {
+                        op,
+                        ret: 0,
+                        args: CudaArgs::Launch {
+                            func: l.func,
+                            grid: l.grid,
+                            block: l.block,
+                            shared_mem: l.shared_mem,
+                            stream: l.stream,
+                        },
+                        clamped: None,
+                    },
+                    None => {
+                        scratch.clear();
+                        scratch.put(k, value, SlotVal::StrIid);
+                        CudaPrep::new(
+                            op,
+                            &SlotArgs {
+                                s: scratch,
+                                strings: &seq.strings,
+                            },
+                        )
+                    }
+                };
+                let ts = seq.advance(Some(ts), None);
+                open.push(
+                    uuid,
+                    Open {
+                        ts,
+                        body: OpenBody::Cuda(prep),
+                    },
+                );
+                Some(false)
+            }
+        }
+    }
+
+    /// The writer's messages with fields in any order (see the module doc).
+    #[inline(never)]
+    fn fast_fields(&mut self, p: &[u8], slot: &mut ReadRecord) -> Option<bool> {
+        let mut i = 0;
+        let mut ts = None;
+        let mut seq_id = 0u64;
+        let mut te: &[u8] = &[];
+        while let Some(&tag) = p.get(i) {
+            i += 1;
+            match tag {
+                TIMESTAMP => ts = Some(varint(p, &mut i)?),
+                SEQUENCE_ID => seq_id = varint(p, &mut i)? & u64::from(u32::MAX),
+                TRACK_EVENT => te = bytes(p, &mut i)?,
+                SEQUENCE_FLAGS => {
+                    if varint(p, &mut i)? & u64::from(SEQ_INCREMENTAL_STATE_CLEARED) != 0 {
+                        return None;
+                    }
+                }
+                t if t == MACHINE_ID[0] && p.get(i) == Some(&MACHINE_ID[1]) => {
+                    i += 1;
+                    skip_varint(p, &mut i)?;
+                }
+                _ => return None,
+            }
+        }
+        if te.is_empty() {
+            return None;
+        }
+        let Decoder {
+            seqs,
+            tracks,
+            open,
+            scratch,
+            ..
+        } = self;
+        let seq = seqs.get_mut(seq_id)?;
+        scratch.clear();
+        let (mut ty, mut uuid, mut name) = (0, 0, None);
+        let mut i = 0;
+        while let Some(&tag) = te.get(i) {
+            i += 1;
+            match tag {
+                TYPE => ty = varint(te, &mut i)?,
+                TRACK_UUID => uuid = varint(te, &mut i)?,
+                NAME_IID => name = Some(varint(te, &mut i)?),
+                ANNOTATION => annotation(bytes(te, &mut i)?, &seq.debug_names, scratch)?,
+                CATEGORY_IID => {
+                    varint(te, &mut i)?;
+                }
+                CATEGORY_IIDS_PACKED => {
+                    bytes(te, &mut i)?;
+                }
+                _ => return None,
+            }
+        }
+        match ty {
+            SLICE_BEGIN => {
+                let kind = seq.names.get(name?)?.kind;
+                let plan = Plan::of(tracks.get(uuid), Some(kind))?;
+                let ts = seq.advance(ts, None);
+                let body = plan.prepare(&SlotArgs {
+                    s: scratch,
+                    strings: &seq.strings,
+                });
+                open.push(uuid, Open { ts, body });
+                Some(false)
+            }
+            SLICE_END => {
+                if name.is_some() || scratch.present != 0 {
+                    return None;
+                }
+                let mut stack = open.get_mut_vec(uuid);
+                if let Some(Open {
+                    body: OpenBody::General { .. },
+                    ..
+                }) = stack.as_deref().and_then(|s| s.last())
+                {
+                    // The scanner path ends general slices.
+                    return None;
+                }
+                let end = seq.advance(ts, None);
+                let Some(o) = stack.as_mut().and_then(|s| s.pop()) else {
+                    return Some(false);
+                };
+                Some(emit(tracks.get(uuid), o.ts, &o.body, end, slot))
+            }
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! [`FileDecoder`]: the public per-file decoder. Feeds plain packets to the decoder and
+//! expands `compressed_packets` containers: their inner packets are decoded in order, as if
+//! they stood in the file in place of the container.
+
+use anyhow::{Context, Result, bail};
+
+use super::decoder::{Decoder, Paths, Step};
+use super::inflate::Inflater;
+use super::types::ReadRecord;
+
+/// The decoding state of one file.
+pub struct FileDecoder {
+    dec: Decoder,
+    inf: Inflater,
+    /// The unread part of the last inflated container, in `inf.buf()`.
+    pos: usize,
+    end: usize,
+    packets: u64,
+}
+
+impl Default for FileDecoder {
+    fn default() -> Self {
+        FileDecoder::new()
+    }
+}
+
+impl FileDecoder {
+    pub fn new() -> FileDecoder {
+        FileDecoder::with_paths(Paths::All)
+    }
+
+    /// A decoder limited to some of its paths (tests compare them).
+    pub(crate) fn with_paths(paths: Paths) -> FileDecoder {
+        FileDecoder {
+            dec: Decoder::new(paths),
+            inf: Inflater::default(),
+            pos: 0,
+            end: 0,
+            packets: 0,
+        }
+    }
+
+    /// Packets the fast path's byte-layout match decoded so far.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn layout_packets(&self) -> u64 {
+        self.dec.layout_hits()
+    }
+
+    /// Packets decoded so far, counting those inside containers and not the containers.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    /// Decodes one packet (all the inner packets of a container), pushing what it completes
+    /// onto `out`.
+    pub fn packet(&mut self, bytes: &[u8], out: &mut Vec<ReadRecord>) -> Result<()> {
+        let mut slot = super::empty_record();
+        let mut more = self.packet_into(bytes, &mut slot)?;
+        while more {
+            out.push(std::mem::replace(&mut slot, super::empty_record()));
+            more = self.pending_into(&mut slot)?;
+        }
+        Ok(())
+    }
+
+    /// Decodes one packet; if it completes a record, writes it into `slot`, reusing the slot's
+    /// allocations when it already holds a record of the same kind, and returns `true`. `slot`
+    /// is untouched otherwise.
+    ///
+    /// A plain packet completes at most one record. A `compressed_packets` container is
+    /// decoded up to its first record; call [`Self::pending_into`] until it returns `false`
+    /// for the rest, before the next packet.
+    pub fn packet_into(&mut self, bytes: &[u8], slot: &mut ReadRecord) -> Result<bool> {
+        if self.pos < self.end {
+            bail!("a packet was given before the previous container's records were read");
+        }
+        self.packets += 1;
+        match self.dec.packet(bytes, slot)? {
+            Step::Nothing => Ok(false),
+            Step::Record => Ok(true),
+            Step::Compressed(z) => {
+                self.packets -= 1;
+                self.end = self.inf.inflate(z)?;
+                self.pos = 0;
+                self.pending_into(slot)
+            }
+        }
+    }
+
+    /// The next record from the container given to [`Self::packet_into`]; `false` once its
+    /// inner packets are all decoded.
+    pub fn pending_into(&mut self, slot: &mut ReadRecord) -> Result<bool> {
+        while self.pos < self.end {
+            let at = self.pos;
+            let fail = |what: &str| format!("{what} at byte {at} of the inflated container");
+            let buf = &self.inf.buf()[..self.end];
+            let Some((tag, range)) = inner_packet(buf, at) else {
+                self.end = 0;
+                bail!(fail("cut or malformed inner packet"));
+            };
+            self.pos = range.end;
+            if tag != 0x0A {
+                // As at the top of a file: other length-delimited fields are skipped.
+                if tag & 7 != 2 {
+                    self.end = 0;
+                    bail!(fail(&format!("unexpected field tag {tag:#x}")));
+                }
+                continue;
+            }
+            self.packets += 1;
+            let step = self.dec.packet(&buf[range], slot);
+            match step {
+                Ok(Step::Nothing) => {}
+                Ok(Step::Record) => return Ok(true),
+                Ok(Step::Compressed(_)) => {
+                    self.end = 0;
+                    bail!(fail("compressed_packets inside compressed_packets"));
+                }
+                Err(e) => {
+                    self.end = 0;
+                    return Err(e).with_context(|| fail("inner packet"));
+                }
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// The framing of the packet at `at` in an inflated container: its tag and its bytes'
+/// position. `None` when the header or the packet runs past the end.
+#[inline(always)]
+fn inner_packet(buf: &[u8], at: usize) -> Option<(u8, std::ops::Range<usize>)> {
+    // Packets under 128 bytes (every slice begin and end): a one-byte length.
+    if let Some(&[tag, len]) = buf.get(at..at + 2) {
+        if len < 0x80 {
+            let r = at + 2..at + 2 + usize::from(len);
+            return (r.end <= buf.len()).then_some((tag, r));
+        }
+    }
+    let tag = *buf.get(at)?;
+    let mut len: u64 = 0;
+    let mut i = at + 1;
+    for shift in (0..64).step_by(7) {
+        let b = *buf.get(i)?;
+        i += 1;
+        len |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            let end = i.checked_add(usize::try_from(len).ok()?)?;
+            return (end <= buf.len()).then_some((tag, i..end));
+        }
+    }
+    None
+}
