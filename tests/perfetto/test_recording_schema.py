@@ -55,6 +55,10 @@ def test_packets_travel_in_zlib_bundles(trace_path):
     inner = expand(outer)
     assert len(inner) > 2 * len(outer), "each bundle holds many packets"
     assert not any(p.HasField("compressed_packets") for p in inner), "bundles do not nest"
+    plain = [p for p in outer if not p.HasField("compressed_packets")]
+    assert plain and all(p.trusted_packet_sequence_id == 3 for p in plain), "outside bundles: the plain sequence only"
+    bundled = [p for p in inner if p not in plain]
+    assert {p.trusted_packet_sequence_id for p in bundled} <= {1, 2}, "bundles hold the main and late sequences"
 
 
 def test_structure(packets):

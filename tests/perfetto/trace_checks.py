@@ -12,6 +12,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 SEQ_CLEARED = 1
 SEQ_NEEDS = 2
 CLOCK_INCREMENTAL = 64
+MAIN_SEQUENCE, LATE_SEQUENCE, PLAIN_SEQUENCE = 1, 2, 3
 BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
 
 
@@ -174,10 +175,14 @@ def check_sequence_flags_and_clock_snapshots(packets):
             assert p.sequence_flags == SEQ_NEEDS
     snaps = [p for p in packets if p.HasField("clock_snapshot")]
     assert snaps, "clock snapshots present"
-    ids = {c.clock_id for c in snaps[0].clock_snapshot.clocks}
-    assert {1, 3, 6, CLOCK_INCREMENTAL} <= ids
-    assert first_seen[1].HasField("clock_snapshot")
-    assert first_seen[1].trace_packet_defaults.timestamp_clock_id == CLOCK_INCREMENTAL
+    for p in snaps:
+        ids = {c.clock_id for c in p.clock_snapshot.clocks}
+        assert {1, 3, 6} <= ids, "REALTIME, MONOTONIC and BOOTTIME in every snapshot"
+        # Clock 64 is scoped to the main sequence: only its snapshots restate it.
+        assert (CLOCK_INCREMENTAL in ids) == (p.trusted_packet_sequence_id == MAIN_SEQUENCE)
+    assert first_seen[MAIN_SEQUENCE].HasField("clock_snapshot")
+    assert first_seen[PLAIN_SEQUENCE].HasField("clock_snapshot"), "the plain sequence opens with the clocks"
+    assert first_seen[MAIN_SEQUENCE].trace_packet_defaults.timestamp_clock_id == CLOCK_INCREMENTAL
 
 
 def check_every_event_refers_to_a_defined_track(packets):

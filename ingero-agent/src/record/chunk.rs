@@ -40,6 +40,8 @@ pub struct ChunkWriter {
     compressor: Option<Compressor>,
     /// Compressed output, reused for every chunk; [`HEADER_ROOM`] bytes are kept in front.
     out: Vec<u8>,
+    /// Chunks written so far (all files).
+    chunks: u64,
 }
 
 impl ChunkWriter {
@@ -62,6 +64,7 @@ impl ChunkWriter {
             raw: Vec::with_capacity(CHUNK_LIMIT + 64 * 1024),
             compressor,
             out: Vec::new(),
+            chunks: 0,
         })
     }
 
@@ -116,6 +119,20 @@ impl ChunkWriter {
         self.flush_chunk()
     }
 
+    /// Chunks written so far.
+    pub fn chunks_written(&self) -> u64 {
+        self.chunks
+    }
+
+    /// The packet at `buf()[start..]` goes to the file now, ahead of the pending chunk (whose
+    /// packets stay in order among themselves): for packets that must not wait for a chunk.
+    pub fn write_plain(&mut self, start: usize) -> Result<()> {
+        let file = self.file.as_mut().context("no open trace file")?;
+        let res = file.write_all(&self.raw[start..]);
+        self.raw.truncate(start);
+        res
+    }
+
     /// Writes the pending chunk (compressed unless level 0).
     pub fn flush_chunk(&mut self) -> Result<()> {
         let n = self.raw.len();
@@ -129,6 +146,7 @@ impl ChunkWriter {
         if end == 0 {
             return Ok(());
         }
+        self.chunks += 1;
         let file = self.file.as_mut().context("no open trace file")?;
         let Some(c) = self.compressor.as_mut() else {
             return file.write_all(&self.raw[..end]);

@@ -53,6 +53,12 @@ fn inflated(packet: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// Whether an outer packet belongs to the plain sequence (written outside the chunks).
+fn on_plain_sequence(packet: &[u8]) -> bool {
+    TracePacket::decode(packet)
+        .is_ok_and(|p| p.trusted_packet_sequence_id == Some(super::sequence::PLAIN_SEQUENCE))
+}
+
 fn workload(launches: u64) -> Vec<TimelineRecord> {
     let mut records = synth::scenario();
     records.extend(synth::launches(launches, T0 + 30 * MS));
@@ -109,10 +115,17 @@ fn a_file_of_several_compressed_chunks_reads_as_the_plain_file() {
         let bytes = write_level(&dir, &name, level, &records);
         let outer = outer_packets(&bytes);
         let chunks: Vec<Vec<u8>> = outer.iter().filter_map(|(_, p)| inflated(p)).collect();
-        assert_eq!(
-            chunks.len(),
-            outer.len(),
-            "level {level}: every packet a chunk"
+        assert!(
+            outer
+                .iter()
+                .all(|(_, p)| inflated(p).is_some() || on_plain_sequence(p)),
+            "level {level}: every packet a chunk or on the plain sequence"
+        );
+        assert!(
+            chunks
+                .iter()
+                .all(|c| !on_plain_sequence(&c[c.len().min(2)..])),
+            "level {level}: no chunk holds plain-sequence packets"
         );
         assert!(chunks.len() >= 4, "level {level}: {} chunks", chunks.len());
         for c in &chunks[..chunks.len() - 1] {
@@ -122,10 +135,16 @@ fn a_file_of_several_compressed_chunks_reads_as_the_plain_file() {
                 c.len()
             );
         }
-        // The chunks hold exactly the packets of a plain file (same count, same framing).
+        // The chunks and the plain-sequence packets together are exactly the packets of an
+        // uncompressed file (same count, same framing).
         let inner: Vec<u8> = chunks.concat();
+        let plain_sequence = outer.iter().filter(|(_, p)| on_plain_sequence(p)).count();
+        assert!(
+            plain_sequence > chunks.len(),
+            "a clock snapshot after each chunk"
+        );
         assert_eq!(
-            outer_packets(&inner).len(),
+            outer_packets(&inner).len() + plain_sequence,
             outer_packets(&plain).len(),
             "level {level}"
         );
@@ -157,10 +176,14 @@ fn an_oversized_packet_is_written_plain_between_chunks() {
     let plain: Vec<usize> = outer
         .iter()
         .enumerate()
-        .filter(|(_, (_, p))| inflated(p).is_none())
+        .filter(|(_, (_, p))| inflated(p).is_none() && !on_plain_sequence(p))
         .map(|(i, _)| i)
         .collect();
-    assert_eq!(plain.len(), 1, "only the oversized packet is plain");
+    assert_eq!(
+        plain.len(),
+        1,
+        "only the oversized packet is outside a chunk"
+    );
     let i = plain[0];
     assert!(outer[i].1.len() > CHUNK_LIMIT);
     assert!(i > 0 && i + 1 < outer.len(), "chunks before and after it");
@@ -185,10 +208,14 @@ fn flush_makes_what_was_written_readable() {
     for r in &records {
         rec.write(r).expect("write");
     }
-    assert_eq!(
-        std::fs::metadata(&path).map(|m| m.len()).unwrap_or(1),
-        0,
-        "held in the chunk until a flush"
+    let before = read_all(vec![path.clone()]);
+    assert!(
+        !before.iter().any(|r| matches!(r, ReadRecord::Cuda(_))),
+        "calls are held in the chunk until a flush"
+    );
+    assert!(
+        before.iter().any(|r| matches!(r, ReadRecord::Session(_))),
+        "the plain sequence is written at once"
     );
     rec.flush().expect("flush");
     let got = read_all(vec![path.clone()]);
@@ -243,11 +270,18 @@ fn a_file_cut_inside_a_chunk_keeps_the_earlier_chunks() {
     let mut per_boundary = Vec::new();
     for (k, (at, _)) in outer.iter().enumerate().skip(1) {
         let (got, truncated) = read_bytes(&dir, &format!("b{k}.pftrace"), &bytes[..*at]);
-        assert!(!truncated, "a chunk boundary is a clean end");
-        per_boundary.push((*at, got));
+        assert!(!truncated, "a packet boundary is a clean end");
+        per_boundary.push((*at, got, inflated(&outer[k - 1].1).is_some()));
     }
+    // The plain packets between chunks (clock snapshots) add no records; each chunk does.
+    let after_chunks: Vec<usize> = per_boundary
+        .iter()
+        .filter(|b| b.2)
+        .map(|b| b.1.len())
+        .collect();
+    assert!(after_chunks.len() >= 3, "{} chunks", after_chunks.len());
     assert!(
-        per_boundary.windows(2).all(|w| w[0].1.len() < w[1].1.len()),
+        after_chunks.windows(2).all(|w| w[0] < w[1]),
         "every chunk adds records"
     );
     // A SIGKILL in the middle of writing a chunk: everything before it is still there.
@@ -351,5 +385,66 @@ fn a_launch_is_one_argument_interned_once_per_configuration() {
         })
         .collect();
     assert_eq!(got, input);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn everything_a_first_pass_needs_is_outside_the_chunks() {
+    let dir = tmp_dir("first-pass");
+    let bytes = write_level(&dir, "f.pftrace", 1, &workload(20_000));
+    let outer = outer_packets(&bytes);
+    // The file without its chunks: what a first pass that skips them reads.
+    let mut plain_only = Vec::new();
+    for (k, (at, p)) in outer.iter().enumerate() {
+        if inflated(p).is_none() {
+            let end = outer.get(k + 1).map_or(bytes.len(), |n| n.0);
+            plain_only.extend_from_slice(&bytes[*at..end]);
+        }
+    }
+    let (skimmed, truncated) = read_bytes(&dir, "plain-only.pftrace", &plain_only);
+    assert!(!truncated);
+    let first_pass = |r: &ReadRecord| {
+        matches!(
+            r,
+            ReadRecord::Session(_)
+                | ReadRecord::Statistics(_)
+                | ReadRecord::LabelState(_)
+                | ReadRecord::Annotation(_)
+        )
+    };
+    let full = read_all(vec![dir.join("f.pftrace")]);
+    let want: Vec<_> = full.iter().filter(|r| first_pass(r)).collect();
+    let got: Vec<_> = skimmed.iter().filter(|r| first_pass(r)).collect();
+    assert!(want.len() >= 8, "labels, spans, session and statistics");
+    assert_eq!(got, want);
+    assert!(
+        !skimmed
+            .iter()
+            .any(|r| matches!(r, ReadRecord::Cuda(_) | ReadRecord::OffCpu(_))),
+        "calls and scheduling live in the chunks"
+    );
+    // The last plain packet before the statistics restates the clocks at the recording's end.
+    let last_snapshot = outer
+        .iter()
+        .filter_map(|(_, p)| TracePacket::decode(&p[..]).ok())
+        .filter_map(|p| p.clock_snapshot)
+        .last()
+        .expect("a plain clock snapshot");
+    let mono = last_snapshot
+        .clocks
+        .iter()
+        .find(|c| c.clock_id == Some(super::proto::clock_id::MONOTONIC))
+        .and_then(|c| c.timestamp)
+        .expect("MONOTONIC");
+    let end = full
+        .iter()
+        .filter(|r| !matches!(r, ReadRecord::Statistics(_)))
+        .map(|r| r.interval().1)
+        .max()
+        .expect("records");
+    assert_eq!(
+        mono, end,
+        "the last snapshot is at the end of the recording"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

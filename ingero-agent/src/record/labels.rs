@@ -71,12 +71,11 @@ fn provenance(uid: u32, pid: Option<u32>, out: &mut Vec<DebugAnnotation>) {
 }
 
 impl Recorder {
-    fn label_args(&mut self, late: bool, a: &AnnotationRecord) -> Vec<DebugAnnotation> {
+    fn label_args(&mut self, a: &AnnotationRecord) -> Vec<DebugAnnotation> {
         let mut args = Vec::with_capacity(a.labels.len() + 3);
         for (k, v) in &a.labels {
             let key = format!("{}{k}", schema::arg::LABEL_PREFIX);
-            let seq = if late { &mut self.late } else { &mut self.main };
-            let (name_iid, name) = match seq.interner.debug_name(&key) {
+            let (name_iid, name) = match self.plain.interner.debug_name(&key) {
                 Some(iid) => (Some(iid), None),
                 None => (None, Some(key)),
             };
@@ -104,7 +103,7 @@ impl Recorder {
             pid: scope.unwrap_or(0),
             comm: "",
         };
-        let args = self.label_args(late, a);
+        let args = self.label_args(a);
         if let Some(end) = a.end_ns {
             let lane = self.labels.lane(scope, a.ts_ns, end);
             let track = self.track(&TrackKey::SpanLane(scope, lane), hint)?;
@@ -120,17 +119,16 @@ impl Recorder {
                 debug_annotations: args,
                 ..Default::default()
             };
-            return self.slice(late, track, a.ts_ns, end, te);
+            return self.plain_slice(track, a.ts_ns, end, te);
         }
         let track = self.track(&TrackKey::Labels(scope), hint)?;
-        let seq = if late { &self.late } else { &self.main };
         let te = TrackEvent {
-            name_iid: Some(seq.interner.name(Name::Annotation)),
+            name_iid: Some(self.plain.interner.name(Name::Annotation)),
             category_iids: vec![Cat::Annotation.iid()],
             debug_annotations: args,
             ..Default::default()
         };
-        self.instant(late, track, a.ts_ns, te)?;
+        self.instant(track, a.ts_ns, te)?;
         let at = if late { self.main.last_ts() } else { a.ts_ns };
         for (k, v) in &a.labels {
             self.set_state(scope, k, v, at, a.provenance_uid, a.provenance_pid, false)?;

@@ -1,4 +1,4 @@
-//! [`Recorder`]: the streaming Perfetto writer. It owns the current file, the two packet
+//! [`Recorder`]: the streaming Perfetto writer. It owns the current file, the three packet
 //! sequences, the track registry and the slices still open, and turns each
 //! [`TimelineRecord`] into packets (the per-kind encoding lives in `events.rs` and
 //! `labels.rs`).
@@ -8,10 +8,17 @@
 //! monotonic. A record earlier than what was already written goes to the late sequence with
 //! absolute timestamps, never dropped.
 //!
-//! Packets go into the chunk writer (`chunk.rs`), which compresses and writes them. The
-//! frequent ones (CUDA calls, off-CPU intervals, slice ends, counters) are encoded straight
-//! into its buffer (`encode.rs`, [`Recorder::event_open`] / [`Recorder::event_close`]); the
-//! rest are built as `TracePacket`s ([`Recorder::emit`]).
+//! Packets of the main and late sequences go into the chunk writer (`chunk.rs`), which
+//! compresses and writes them. The frequent ones (CUDA calls, off-CPU intervals, slice ends,
+//! counters) are encoded straight into its buffer (`encode.rs`, [`Recorder::event_open`] /
+//! [`Recorder::event_close`]); the rest are built as `TracePacket`s ([`Recorder::emit`]).
+//!
+//! Everything a first pass over the file needs goes to the plain sequence instead, written to
+//! the file at once and never compressed ([`Recorder::emit_plain`]): track descriptors, the
+//! session and statistics, annotations and label states, the events/s and drops counters, and
+//! a clock snapshot at the start of the file and after every chunk (its MONOTONIC reading is
+//! the newest main-sequence time written so far). `ingero query`/`explain` learn the labels
+//! and the extent of a recording from these alone, skipping the chunks.
 
 use std::path::{Path, PathBuf};
 
@@ -28,7 +35,7 @@ use super::proto::{
     DebugAnnotation, SEQ_NEEDS_INCREMENTAL_STATE, TracePacket, TrackDescriptor, TrackEvent,
     event_type,
 };
-use super::sequence::{LATE_SEQUENCE, MAIN_SEQUENCE, Sequence};
+use super::sequence::{LATE_SEQUENCE, MAIN_SEQUENCE, PLAIN_SEQUENCE, Sequence};
 use super::slices::{Begun, OpenSlices};
 use super::tracks::{Hint, TrackKey, Tracks};
 use crate::timeline::record::TimelineRecord;
@@ -80,6 +87,12 @@ pub struct Recorder {
     files: Vec<PathBuf>,
     pub(super) main: Sequence,
     pub(super) late: Sequence,
+    /// Written outside the chunks (see the module docs).
+    pub(super) plain: Sequence,
+    /// Chunks written when the last plain clock snapshot was.
+    chunks_seen: u64,
+    /// Newest timestamp written on the plain sequence.
+    plain_last_ts: u64,
     pub(super) tracks: Tracks,
     offsets: ClockOffsets,
     machine_id: u32,
@@ -144,6 +157,9 @@ impl Recorder {
             files: Vec::new(),
             main: Sequence::new(MAIN_SEQUENCE, true),
             late: Sequence::new(LATE_SEQUENCE, false),
+            plain: Sequence::new(PLAIN_SEQUENCE, false),
+            chunks_seen: 0,
+            plain_last_ts: 0,
             tracks: Tracks::new(read_proc),
             offsets: ClockOffsets::measure(),
             machine_id: mid,
@@ -191,7 +207,7 @@ impl Recorder {
         if self.out.size() >= self.cfg.max_file_size {
             self.rotate()?;
         }
-        Ok(())
+        self.after_chunks()
     }
 
     /// The total number of dropped events so far, as a counter sample at `ts_ns`.
@@ -202,12 +218,15 @@ impl Recorder {
             self.advance_to(ts_ns)?;
         }
         let track = self.track(&TrackKey::Drops, Hint { pid: 0, comm: "" })?;
-        self.counter(late, track, ts_ns, i64::try_from(total).unwrap_or(i64::MAX))
+        self.plain_counter(track, ts_ns, i64::try_from(total).unwrap_or(i64::MAX))?;
+        self.after_chunks()
     }
 
     /// Writes the pending chunk and hands everything to the kernel (call at least once a
     /// second: a SIGKILL loses what was written since the last flush).
     pub fn flush(&mut self) -> Result<()> {
+        self.out.flush_chunk()?;
+        self.after_chunks()?;
         self.out.flush()
     }
 
@@ -217,7 +236,10 @@ impl Recorder {
         let now = monotonic_now_ns();
         self.start_main(now)?;
         self.close_all_slices(false)?;
-        let ts = self.main.last_ts();
+        // The last chunk (and its clock snapshot) first: the statistics end the file.
+        self.out.flush_chunk()?;
+        self.after_chunks()?;
+        let ts = self.stream_end();
         self.write_statistics(ts, stats)?;
         self.close_file()?;
         Ok(self.files.iter().filter(|p| p.exists()).cloned().collect())
@@ -233,6 +255,7 @@ impl Recorder {
         self.out.open(file);
         self.main.reset();
         self.late.reset();
+        self.plain.reset();
         self.tracks.new_file();
         self.slices.clear();
         let candidates = match &self.retention {
@@ -251,7 +274,7 @@ impl Recorder {
         self.close_all_slices(true)?;
         self.close_file()?;
         self.open_next_file()?;
-        let ts = self.main.last_ts();
+        let ts = self.stream_end();
         self.start_main(ts)?;
         self.reopen_states(ts)
     }
@@ -263,12 +286,14 @@ impl Recorder {
             self.slice_end(track, end)?;
         }
         self.slices.clear();
-        let ts = self.main.last_ts();
+        let ts = self.stream_end();
         self.close_states(ts, keep_states)
     }
 
-    /// Writes the last chunk and closes the file.
+    /// Writes the last chunk and its clock snapshot, and closes the file.
     fn close_file(&mut self) -> Result<()> {
+        self.out.flush_chunk()?;
+        self.after_chunks()?;
         if let Some((_, bytes)) = self.out.close()? {
             self.counters.bytes += bytes;
         }
@@ -290,6 +315,16 @@ impl Recorder {
             base_ts
         };
         self.offsets = ClockOffsets::measure();
+        // The plain sequence opens the file, with the clocks at the base time: a first pass
+        // that skips the chunks still learns where the recording starts.
+        let mut first_plain = TracePacket {
+            clock_snapshot: Some(self.offsets.snapshot(base, false)),
+            ..Default::default()
+        };
+        self.plain.stamp_first(&mut first_plain, 0);
+        first_plain.machine_id = self.machine_id_field();
+        self.encode_plain(&first_plain)?;
+        self.chunks_seen = self.out.chunks_written();
         let mut pkt = TracePacket {
             clock_snapshot: Some(self.offsets.snapshot(base, true)),
             ..Default::default()
@@ -299,6 +334,21 @@ impl Recorder {
         self.last_snapshot_ts = base;
         self.encode(&pkt)?;
         self.write_session(base)
+    }
+
+    /// After chunks were written: a plain clock snapshot at the newest main-sequence time, so
+    /// a first pass that skips chunks knows how far the recording reaches.
+    fn after_chunks(&mut self) -> Result<()> {
+        let written = self.out.chunks_written();
+        if written == self.chunks_seen || !self.plain.started() {
+            return Ok(());
+        }
+        self.chunks_seen = written;
+        let pkt = TracePacket {
+            clock_snapshot: Some(self.offsets.snapshot(self.stream_end(), false)),
+            ..Default::default()
+        };
+        self.emit_plain(None, pkt)
     }
 
     fn start_late(&mut self) -> Result<()> {
@@ -320,6 +370,36 @@ impl Recorder {
         let start = buf.len();
         super::proto::wire::encode_framed(pkt, buf);
         self.out.packet_done(start)
+    }
+
+    /// Encodes `pkt` and writes it to the file at once, outside any chunk.
+    fn encode_plain(&mut self, pkt: &TracePacket) -> Result<()> {
+        let buf = self.out.buf();
+        let start = buf.len();
+        super::proto::wire::encode_framed(pkt, buf);
+        self.out.write_plain(start)
+    }
+
+    /// Stamps `pkt` on the plain sequence and writes it outside any chunk.
+    pub(super) fn emit_plain(&mut self, ts: Option<u64>, mut pkt: TracePacket) -> Result<()> {
+        if !self.plain.started() {
+            let mut first = TracePacket::default();
+            self.plain.stamp_first(&mut first, 0);
+            first.machine_id = self.machine_id_field();
+            self.encode_plain(&first)?;
+        }
+        if let Some(ts) = ts {
+            self.plain_last_ts = self.plain_last_ts.max(ts);
+        }
+        self.plain.stamp(&mut pkt, ts);
+        pkt.machine_id = self.machine_id_field();
+        self.encode_plain(&pkt)
+    }
+
+    /// The newest time written on the main or the plain sequence: where open label states
+    /// end when the recording (or a file) does.
+    fn stream_end(&self) -> u64 {
+        self.main.last_ts().max(self.plain_last_ts)
     }
 
     /// Starts a track-event packet at `ts` on the main (`late == false`) or late sequence;
@@ -384,14 +464,14 @@ impl Recorder {
         Ok(pkt)
     }
 
-    /// Writes a track event built as a struct (the rare kinds: annotations, session,
-    /// statistics).
-    pub(super) fn emit_event(&mut self, late: bool, ts: u64, te: TrackEvent) -> Result<()> {
+    /// Writes a track event built as a struct on the plain sequence (the rare kinds:
+    /// annotations, label states, session, statistics, the per-second counters).
+    pub(super) fn emit_event(&mut self, ts: u64, te: TrackEvent) -> Result<()> {
         let pkt = TracePacket {
             track_event: Some(te),
             ..Default::default()
         };
-        self.emit(late, Some(ts), pkt).map(drop)
+        self.emit_plain(Some(ts), pkt)
     }
 
     /// The uuid of a track, describing it (and its parents) first if this file has not yet.
@@ -404,7 +484,8 @@ impl Recorder {
                     track_descriptor: Some(d.clone()),
                     ..Default::default()
                 };
-                self.emit(false, None, pkt)?;
+                // Plain, so a descriptor is in the file before any chunk that uses it.
+                self.emit_plain(None, pkt)?;
             }
             self.descs = descs;
             self.descs.clear();
@@ -454,15 +535,10 @@ impl Recorder {
         let start = ts - ts % SEC;
         if let Some(w) = self.eps {
             let track = self.track(&TrackKey::EventsPerSecond, Hint { pid: 0, comm: "" })?;
-            self.counter(
-                false,
-                track,
-                w.end,
-                i64::try_from(w.count).unwrap_or(i64::MAX),
-            )?;
+            self.plain_counter(track, w.end, i64::try_from(w.count).unwrap_or(i64::MAX))?;
             if start > w.end {
                 // An idle gap: the rate drops to zero rather than ramping across it.
-                self.counter(false, track, w.end + SEC, 0)?;
+                self.plain_counter(track, w.end + SEC, 0)?;
             }
         }
         self.eps = Some(EpsWindow {
@@ -474,12 +550,10 @@ impl Recorder {
 
     // ---- slices --------------------------------------------------------------------------
 
-    /// Begins a slice `[ts, end]` on `track` from a struct-built event (see
-    /// [`OpenSlices::begin`] for nesting; a clamped slice gets `clamped_from_ns`). On the late
-    /// sequence both ends are written at once.
-    pub(super) fn slice(
+    /// A slice `[ts, end]` on `track` from a struct-built event, both ends written at once on
+    /// the plain sequence (spans: their lane keeps them from overlapping).
+    pub(super) fn plain_slice(
         &mut self,
-        late: bool,
         track: u64,
         ts: u64,
         end: u64,
@@ -487,19 +561,8 @@ impl Recorder {
     ) -> Result<()> {
         te.r#type = Some(event_type::SLICE_BEGIN);
         te.track_uuid = Some(track);
-        if late {
-            self.emit_event(true, ts, te)?;
-            return self.late_slice_end(track, end.max(ts));
-        }
-        let begun = self.open_slice(track, ts, end);
-        if let Some(d) = begun.clamped_from_ns {
-            te.debug_annotations.push(DebugAnnotation {
-                name_iid: Some(Arg::ClampedFromNs.iid()),
-                uint_value: Some(d),
-                ..Default::default()
-            });
-        }
-        self.emit_event(false, ts, te)
+        self.emit_event(ts, te)?;
+        self.end_open(track, end.max(ts))
     }
 
     /// Queues the end of `[ts, end]` on `track` (main sequence), counting a clamped slice.
@@ -539,27 +602,43 @@ impl Recorder {
         self.out.packet_done(start)
     }
 
-    /// An open-ended slice (label state): begun now, ended by [`Recorder::end_open`].
+    /// An open-ended slice (label state) on the plain sequence: begun now, ended by
+    /// [`Recorder::end_open`].
     pub(super) fn begin_open(&mut self, track: u64, ts: u64, mut te: TrackEvent) -> Result<()> {
         te.r#type = Some(event_type::SLICE_BEGIN);
         te.track_uuid = Some(track);
-        self.emit_event(false, ts, te)
+        self.emit_event(ts, te)
     }
 
     pub(super) fn end_open(&mut self, track: u64, ts: u64) -> Result<()> {
-        self.slice_end(track, ts)
+        self.emit_event(
+            ts,
+            TrackEvent {
+                r#type: Some(event_type::SLICE_END),
+                track_uuid: Some(track),
+                ..Default::default()
+            },
+        )
     }
 
-    pub(super) fn instant(
-        &mut self,
-        late: bool,
-        track: u64,
-        ts: u64,
-        mut te: TrackEvent,
-    ) -> Result<()> {
+    /// An instant on the plain sequence.
+    pub(super) fn instant(&mut self, track: u64, ts: u64, mut te: TrackEvent) -> Result<()> {
         te.r#type = Some(event_type::INSTANT);
         te.track_uuid = Some(track);
-        self.emit_event(late, ts, te)
+        self.emit_event(ts, te)
+    }
+
+    /// A counter sample on the plain sequence (events/s, drops).
+    fn plain_counter(&mut self, track: u64, ts: u64, value: i64) -> Result<()> {
+        self.emit_event(
+            ts,
+            TrackEvent {
+                r#type: Some(event_type::COUNTER),
+                track_uuid: Some(track),
+                counter_value: Some(value),
+                ..Default::default()
+            },
+        )
     }
 
     pub(super) fn counter(&mut self, late: bool, track: u64, ts: u64, value: i64) -> Result<()> {
@@ -608,12 +687,12 @@ impl Recorder {
             });
         }
         let te = TrackEvent {
-            name_iid: Some(self.main.interner.name(Name::Session)),
+            name_iid: Some(self.plain.interner.name(Name::Session)),
             category_iids: vec![Cat::Ingero.iid()],
             debug_annotations: args,
             ..Default::default()
         };
-        self.instant(false, track, ts, te)
+        self.instant(track, ts, te)
     }
 
     fn write_statistics(&mut self, ts: u64, stats: &FinalStats) -> Result<()> {
@@ -651,11 +730,11 @@ impl Recorder {
             });
         }
         let te = TrackEvent {
-            name_iid: Some(self.main.interner.name(Name::Statistics)),
+            name_iid: Some(self.plain.interner.name(Name::Statistics)),
             category_iids: vec![Cat::Ingero.iid()],
             debug_annotations: args,
             ..Default::default()
         };
-        self.instant(false, track, ts, te)
+        self.instant(track, ts, te)
     }
 }

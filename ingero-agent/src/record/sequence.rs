@@ -1,12 +1,15 @@
 //! One packet sequence (`trusted_packet_sequence_id`): its interning state, its timestamp
 //! encoding and its sequence flags.
 //!
-//! ingero writes two sequences per file. The main one carries records in time order with
+//! ingero writes three sequences per file. The main one carries records in time order with
 //! timestamps on a sequence-scoped incremental clock (id 64, deltas of CLOCK_MONOTONIC ns:
 //! usually 2–3 bytes instead of 9). The late one carries the few records that arrive after a
 //! later record was written (a long `cudaDeviceSynchronize` reported on return, an off-CPU
 //! interval longer than the merger's window): absolute CLOCK_MONOTONIC timestamps, so order
-//! within it does not matter.
+//! within it does not matter. Both travel in compressed chunks. The plain one (absolute
+//! timestamps too) is written outside the chunks: descriptors, session, statistics,
+//! annotations and label states, per-second counters and clock snapshots, everything a first
+//! pass over the file needs without inflating the chunks.
 
 use super::interner::Interner;
 use super::proto::{
@@ -17,6 +20,7 @@ use super::proto::{
 /// Sequence ids used in every file.
 pub const MAIN_SEQUENCE: u32 = 1;
 pub const LATE_SEQUENCE: u32 = 2;
+pub const PLAIN_SEQUENCE: u32 = 3;
 
 pub struct Sequence {
     id: u32,

@@ -210,7 +210,8 @@ fn round_trip_of_every_record_kind() {
     );
     assert!(
         phase[0].end_ns >= T0 + 26 * MS,
-        "open until the end of the recording"
+        "open until the end of the recording: {phase:?} vs {}",
+        T0 + 26 * MS
     );
 
     // Counters: device memory follows the successful malloc and its free; drops.
