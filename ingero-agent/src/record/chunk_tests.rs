@@ -428,7 +428,7 @@ fn everything_a_first_pass_needs_is_outside_the_chunks() {
         .iter()
         .filter_map(|(_, p)| TracePacket::decode(&p[..]).ok())
         .filter_map(|p| p.clock_snapshot)
-        .last()
+        .next_back()
         .expect("a plain clock snapshot");
     let mono = last_snapshot
         .clocks
