@@ -16,8 +16,14 @@ pub struct ProcBins {
     pub net_bytes: Vec<i64>,
 }
 
+impl Default for ProcBins {
+    fn default() -> ProcBins {
+        ProcBins::new()
+    }
+}
+
 impl ProcBins {
-    fn new() -> ProcBins {
+    pub fn new() -> ProcBins {
         ProcBins {
             api_ns: vec![0; BINS],
             alloc_calls: vec![0; BINS],
@@ -53,22 +59,27 @@ impl Activity {
     }
 
     pub fn proc(&mut self, pid: u32) -> &mut ProcBins {
-        self.procs.entry(pid).or_insert_with(ProcBins::new)
+        self.procs.entry(pid).or_default()
     }
 
     /// Adds a call's API time, split across the bins it covers.
     pub fn add_api(&mut self, pid: u32, start: u64, dur: u64) {
+        let mut p = self.procs.remove(&pid).unwrap_or_default();
+        self.add_api_to(&mut p, start, dur);
+        self.procs.insert(pid, p);
+    }
+
+    /// [`Activity::add_api`] into bins the caller holds (the scan keeps them by process slot).
+    pub fn add_api_to(&self, p: &mut ProcBins, start: u64, dur: u64) {
         let (b0, b1) = (self.bin_of(start), self.bin_of(start + dur));
-        let (origin, bin_ns) = (self.start_ns, self.bin_ns);
-        let p = self.proc(pid);
         if b0 == b1 {
             p.api_ns[b0] += dur;
             return;
         }
         let end = start + dur;
         for b in b0..=b1 {
-            let lo = origin + b as u64 * bin_ns;
-            let (lo, hi) = (lo.max(start), (lo + bin_ns).min(end));
+            let lo = self.start_ns + b as u64 * self.bin_ns;
+            let (lo, hi) = (lo.max(start), (lo + self.bin_ns).min(end));
             p.api_ns[b] += hi.saturating_sub(lo);
         }
     }
