@@ -37,6 +37,9 @@ pub struct Activity {
     pub start_ns: u64,
     pub bin_ns: u64,
     pub procs: FastMap<u32, ProcBins>,
+    /// The bin looked up last and the times `[lo, hi)` it covers: events arrive nearly in time
+    /// order, so most fall in the same bin as the one before and skip the division.
+    last: (u64, u64, usize),
 }
 
 impl Activity {
@@ -46,6 +49,7 @@ impl Activity {
             start_ns,
             bin_ns: span.div_ceil(BINS as u64).max(1),
             procs: FastMap::default(),
+            last: (0, 0, 0),
         }
     }
 
@@ -69,16 +73,39 @@ impl Activity {
         self.procs.insert(pid, p);
     }
 
+    /// [`Activity::bin_of`], remembering the bin's bounds for the next call.
+    pub fn bin_near(&mut self, t: u64) -> usize {
+        let (lo, hi, b) = self.last;
+        if lo <= t && t < hi {
+            return b;
+        }
+        let b = self.bin_of(t);
+        // The first and last bins also take the times before and after the range.
+        let lo = if b == 0 { 0 } else { self.bin_start(b) };
+        let hi = if b == BINS - 1 {
+            u64::MAX
+        } else {
+            self.bin_start(b + 1)
+        };
+        self.last = (lo, hi, b);
+        b
+    }
+
     /// [`Activity::add_api`] into bins the caller holds (the scan keeps them by process slot).
-    pub fn add_api_to(&self, p: &mut ProcBins, start: u64, dur: u64) {
-        let (b0, b1) = (self.bin_of(start), self.bin_of(start + dur));
+    pub fn add_api_to(&mut self, p: &mut ProcBins, start: u64, dur: u64) {
+        let end = start + dur;
+        let b0 = self.bin_near(start);
+        if end < self.last.1 {
+            p.api_ns[b0] += dur;
+            return;
+        }
+        let b1 = self.bin_of(end);
         if b0 == b1 {
             p.api_ns[b0] += dur;
             return;
         }
-        let end = start + dur;
         for b in b0..=b1 {
-            let lo = self.start_ns + b as u64 * self.bin_ns;
+            let lo = self.bin_start(b);
             let (lo, hi) = (lo.max(start), (lo + self.bin_ns).min(end));
             p.api_ns[b] += hi.saturating_sub(lo);
         }
@@ -113,5 +140,17 @@ mod tests {
         a.add_api(2, 120, 10);
         assert_eq!(a.others_api_ns(1, 0, 300), vec![(2, 10)]);
         assert_eq!(a.bin_of(u64::MAX), BINS - 1);
+    }
+
+    #[test]
+    fn the_remembered_bin_agrees_with_the_division() {
+        let mut a = Activity::new(1000, 1000 + BINS as u64 * 100);
+        // Forwards, backwards (late events), both edges and outside the range.
+        let times = [
+            1000, 1050, 1099, 1100, 1101, 1050, 0, 999, 1000, 103_399, 103_400, 103_401,
+        ];
+        for t in times.into_iter().chain([u64::MAX, 5, 2000, 1999, 2100]) {
+            assert_eq!(a.bin_near(t), a.bin_of(t), "t {t}");
+        }
     }
 }

@@ -84,6 +84,26 @@ pub struct Aggregate {
     pub matched: u64,
 }
 
+/// What a report reads from the [`Aggregate`]; the scan skips the rest (left empty).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Needs {
+    /// Per-operation sketches ([`Aggregate::ops`]).
+    pub ops: bool,
+    /// The whole selection as one group ([`Aggregate::total`]).
+    pub total: bool,
+    /// Processes, activity bins, slow calls and error groups.
+    pub processes: bool,
+}
+
+impl Needs {
+    /// Everything (`explain`).
+    pub const ALL: Needs = Needs {
+        ops: true,
+        total: true,
+        processes: true,
+    };
+}
+
 /// Error groups keep this many pids.
 const ERROR_PIDS_KEPT: usize = 8;
 
@@ -94,7 +114,12 @@ impl Aggregate {
 }
 
 /// Streams the recording once under `sel`, grouping by each of `groupings` at the same time.
-pub fn run(ix: &TraceIndex, sel: &Selection, groupings: Vec<Vec<String>>) -> Result<Aggregate> {
+pub fn run(
+    ix: &TraceIndex,
+    sel: &Selection,
+    groupings: Vec<Vec<String>>,
+    needs: Needs,
+) -> Result<Aggregate> {
     let mut agg = Aggregate {
         ops: BTreeMap::new(),
         groupings: groupings
@@ -132,13 +157,20 @@ pub fn run(ix: &TraceIndex, sel: &Selection, groupings: Vec<Vec<String>>) -> Res
                     continue;
                 }
                 agg.matched += 1;
-                agg.total.add_cuda(c);
-                if let Some(slot) = ops.get_mut(c.op as usize) {
+                if needs.total {
+                    agg.total.add_cuda(c);
+                }
+                if needs.ops
+                    && let Some(slot) = ops.get_mut(c.op as usize)
+                {
                     slot.get_or_insert_with(|| OpStats::new(c.op))
                         .record(c.duration_ns, c.ret);
                 }
                 for g in &mut agg.groupings {
                     g.for_each_group(&ix.labels, pid, c.ts_ns, |s| s.add_cuda(c));
+                }
+                if !needs.processes {
+                    continue;
                 }
                 let slot = pids.slot(pid, || {
                     procs.push((ProcStats::default(), ProcBins::new()));
@@ -147,7 +179,7 @@ pub fn run(ix: &TraceIndex, sel: &Selection, groupings: Vec<Vec<String>>) -> Res
                     let net = stats.add(c);
                     agg.activity.add_api_to(bins, c.ts_ns, c.duration_ns);
                     if net != 0 || matches!(c.args, crate::decode::CudaArgs::Alloc { .. }) {
-                        let b = agg.activity.bin_of(c.ts_ns);
+                        let b = agg.activity.bin_near(c.ts_ns);
                         bins.net_bytes[b] += net;
                         if net > 0 {
                             bins.alloc_calls[b] += 1;
@@ -167,9 +199,16 @@ pub fn run(ix: &TraceIndex, sel: &Selection, groupings: Vec<Vec<String>>) -> Res
                     continue;
                 }
                 agg.matched += 1;
+                if !needs.processes && !needs.total && agg.groupings.is_empty() {
+                    continue;
+                }
                 let who = agg.names.intern(&o.next_comm);
-                rings.push(o, who);
-                agg.total.add_off_cpu(o, who);
+                if needs.processes {
+                    rings.push(o, who);
+                }
+                if needs.total {
+                    agg.total.add_off_cpu(o, who);
+                }
                 for g in &mut agg.groupings {
                     g.for_each_group(&ix.labels, pid, o.ts_ns, |s| s.add_off_cpu(o, who));
                 }
