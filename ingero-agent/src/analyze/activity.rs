@@ -74,6 +74,7 @@ impl Activity {
     }
 
     /// [`Activity::bin_of`], remembering the bin's bounds for the next call.
+    #[inline]
     pub fn bin_near(&mut self, t: u64) -> usize {
         let (lo, hi, b) = self.last;
         if lo <= t && t < hi {
@@ -92,6 +93,7 @@ impl Activity {
     }
 
     /// [`Activity::add_api`] into bins the caller holds (the scan keeps them by process slot).
+    #[inline]
     pub fn add_api_to(&mut self, p: &mut ProcBins, start: u64, dur: u64) {
         let end = start + dur;
         let b0 = self.bin_near(start);

@@ -83,6 +83,7 @@ impl GroupStats {
         self.last_ns = self.last_ns.max(end);
     }
 
+    #[inline]
     pub fn add_cuda(&mut self, c: &CudaCallRecord) {
         let d = c.duration_ns;
         self.touch(c.ts_ns, c.ts_ns + d);
@@ -184,6 +185,7 @@ impl Grouping {
     }
 
     /// Calls `f` on every group the event of `pid` at `t` belongs to.
+    #[inline]
     pub fn for_each_group(
         &mut self,
         index: &LabelIndex,
@@ -191,21 +193,21 @@ impl Grouping {
         t: u64,
         mut f: impl FnMut(&mut GroupStats),
     ) {
-        if let Some(hit) = self.cache.get(pid, t) {
-            for s in hit {
-                if let Some((_, g)) = self.slots.get_mut(*s as usize) {
-                    f(g);
-                }
-            }
-            return;
+        if self.cache.get(pid, t).is_none() {
+            self.refresh(index, pid, t);
         }
-        let end = self.resolve(index, pid, t);
-        self.cache.put(pid, t, end, &self.resolved);
-        for s in &self.resolved {
+        for s in self.cache.current() {
             if let Some((_, g)) = self.slots.get_mut(*s as usize) {
                 f(g);
             }
         }
+    }
+
+    /// Looks the event up in the label index and remembers the answer for the next ones.
+    #[inline(never)]
+    fn refresh(&mut self, index: &LabelIndex, pid: u32, t: u64) {
+        let end = self.resolve(index, pid, t);
+        self.cache.put(pid, t, end, &self.resolved);
     }
 
     /// Looks up the groups of an event of `pid` at `t` into `resolved` (creating groups seen

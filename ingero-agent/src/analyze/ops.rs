@@ -30,6 +30,7 @@ impl OpStats {
         }
     }
 
+    #[inline]
     pub fn record(&mut self, duration_ns: u64, ret: i32) {
         self.count += 1;
         self.total_ns += duration_ns;

@@ -16,12 +16,18 @@ pub struct PidSlots {
 impl PidSlots {
     /// The slot of `pid`; a process seen for the first time gets the next slot, and `new` is
     /// called so the caller can grow its per-slot state.
+    #[inline]
     pub fn slot(&mut self, pid: u32, new: impl FnOnce()) -> usize {
         if let Some((p, s)) = self.last
             && p == pid
         {
             return s;
         }
+        self.slot_slow(pid, new)
+    }
+
+    #[inline(never)]
+    fn slot_slow(&mut self, pid: u32, new: impl FnOnce()) -> usize {
         let s = match self.slot_of.get(&pid) {
             Some(s) => *s,
             None => {

@@ -26,6 +26,7 @@ pub struct ResolveCache {
 
 impl ResolveCache {
     /// The group slots of an event of `pid` at `t`, if a previous answer covers `t`.
+    #[inline]
     pub fn get(&mut self, pid: u32, t: u64) -> Option<&[u32]> {
         let i = match self.entries.get(self.last) {
             Some(e) if e.pid == pid => self.last,
@@ -37,6 +38,14 @@ impl ResolveCache {
         };
         let e = self.entries.get(i)?;
         (e.start <= t && t < e.end).then_some(e.slots.as_slice())
+    }
+
+    /// The slots of the entry answered or stored last.
+    #[inline]
+    pub fn current(&self) -> &[u32] {
+        self.entries
+            .get(self.last)
+            .map_or(&[], |e| e.slots.as_slice())
     }
 
     /// Remembers that events of `pid` in `[start, end)` belong to `slots`.
@@ -86,7 +95,9 @@ mod tests {
             "an earlier (late-arriving) event misses"
         );
         assert!(c.get(8, 15).is_none(), "another process misses");
+        assert_eq!(c.current(), &[3], "the entry answered last");
         c.put(8, 0, 100, &[]);
+        assert!(c.current().is_empty(), "the entry stored last");
         assert_eq!(c.get(8, 15), Some(&[][..]), "no group is an answer too");
         assert_eq!(
             c.get(7, 15),

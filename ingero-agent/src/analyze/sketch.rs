@@ -19,6 +19,7 @@ const LEADING_ZERO_BASE: u32 = 64 - HALF_MAGNITUDE - 1;
 pub const DIGITS: u8 = 2;
 
 /// The hdrhistogram counts index of `v` (≥ 1).
+#[inline]
 fn index_of(v: u64) -> usize {
     let bucket = LEADING_ZERO_BASE - (v | SUB_BUCKET_MASK).leading_zeros();
     let sub = v >> bucket;
@@ -57,6 +58,7 @@ impl Sketch {
     }
 
     /// Counts one value, clamped to `[1, max_value]`.
+    #[inline]
     pub fn record(&mut self, v: u64) {
         let v = v.clamp(1, self.max_value);
         if let Some(c) = self.counts.get_mut(index_of(v)) {

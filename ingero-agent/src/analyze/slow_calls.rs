@@ -119,13 +119,20 @@ impl Default for SlowCalls {
 }
 
 impl SlowCalls {
+    #[inline]
     pub fn offer(&mut self, c: &CudaCallRecord, rings: &OffCpuRings) {
-        let floor = self.floor.get_mut(c.op as usize);
-        if let Some(Some(min)) = floor.as_deref()
+        if let Some(Some(min)) = self.floor.get(c.op as usize)
             && *min >= c.duration_ns
         {
             return;
         }
+        self.offer_slow(c, rings);
+    }
+
+    /// A call that may enter its op's top [`TOP_K`].
+    #[inline(never)]
+    fn offer_slow(&mut self, c: &CudaCallRecord, rings: &OffCpuRings) {
+        let floor = self.floor.get_mut(c.op as usize);
         let heap = self.heaps.entry(c.op).or_default();
         if heap.len() == TOP_K
             && heap
