@@ -97,13 +97,21 @@ impl Activity {
     pub fn add_api_to(&mut self, p: &mut ProcBins, start: u64, dur: u64) {
         let end = start + dur;
         let b0 = self.bin_near(start);
-        if end < self.last.1 {
-            p.api_ns[b0] += dur;
+        if end < self.last.1
+            && let Some(ns) = p.api_ns.get_mut(b0)
+        {
+            *ns += dur;
             return;
         }
+        self.add_api_spanning(p, b0, start, end);
+    }
+
+    /// A call that may cover several bins: each gets its share.
+    #[inline(never)]
+    fn add_api_spanning(&self, p: &mut ProcBins, b0: usize, start: u64, end: u64) {
         let b1 = self.bin_of(end);
         if b0 == b1 {
-            p.api_ns[b0] += dur;
+            p.api_ns[b0] += end - start;
             return;
         }
         for b in b0..=b1 {
