@@ -16,8 +16,14 @@ pub struct ProcBins {
     pub net_bytes: Vec<i64>,
 }
 
+impl Default for ProcBins {
+    fn default() -> ProcBins {
+        ProcBins::new()
+    }
+}
+
 impl ProcBins {
-    fn new() -> ProcBins {
+    pub fn new() -> ProcBins {
         ProcBins {
             api_ns: vec![0; BINS],
             alloc_calls: vec![0; BINS],
@@ -31,6 +37,9 @@ pub struct Activity {
     pub start_ns: u64,
     pub bin_ns: u64,
     pub procs: FastMap<u32, ProcBins>,
+    /// The bin looked up last and the times `[lo, hi)` it covers: events arrive nearly in time
+    /// order, so most fall in the same bin as the one before and skip the division.
+    last: (u64, u64, usize),
 }
 
 impl Activity {
@@ -40,6 +49,7 @@ impl Activity {
             start_ns,
             bin_ns: span.div_ceil(BINS as u64).max(1),
             procs: FastMap::default(),
+            last: (0, 0, 0),
         }
     }
 
@@ -53,22 +63,60 @@ impl Activity {
     }
 
     pub fn proc(&mut self, pid: u32) -> &mut ProcBins {
-        self.procs.entry(pid).or_insert_with(ProcBins::new)
+        self.procs.entry(pid).or_default()
     }
 
     /// Adds a call's API time, split across the bins it covers.
     pub fn add_api(&mut self, pid: u32, start: u64, dur: u64) {
-        let (b0, b1) = (self.bin_of(start), self.bin_of(start + dur));
-        let (origin, bin_ns) = (self.start_ns, self.bin_ns);
-        let p = self.proc(pid);
-        if b0 == b1 {
-            p.api_ns[b0] += dur;
+        let mut p = self.procs.remove(&pid).unwrap_or_default();
+        self.add_api_to(&mut p, start, dur);
+        self.procs.insert(pid, p);
+    }
+
+    /// [`Activity::bin_of`], remembering the bin's bounds for the next call.
+    #[inline]
+    pub fn bin_near(&mut self, t: u64) -> usize {
+        let (lo, hi, b) = self.last;
+        if lo <= t && t < hi {
+            return b;
+        }
+        let b = self.bin_of(t);
+        // The first and last bins also take the times before and after the range.
+        let lo = if b == 0 { 0 } else { self.bin_start(b) };
+        let hi = if b == BINS - 1 {
+            u64::MAX
+        } else {
+            self.bin_start(b + 1)
+        };
+        self.last = (lo, hi, b);
+        b
+    }
+
+    /// [`Activity::add_api`] into bins the caller holds (the scan keeps them by process slot).
+    #[inline]
+    pub fn add_api_to(&mut self, p: &mut ProcBins, start: u64, dur: u64) {
+        let end = start + dur;
+        let b0 = self.bin_near(start);
+        if end < self.last.1
+            && let Some(ns) = p.api_ns.get_mut(b0)
+        {
+            *ns += dur;
             return;
         }
-        let end = start + dur;
+        self.add_api_spanning(p, b0, start, end);
+    }
+
+    /// A call that may cover several bins: each gets its share.
+    #[inline(never)]
+    fn add_api_spanning(&self, p: &mut ProcBins, b0: usize, start: u64, end: u64) {
+        let b1 = self.bin_of(end);
+        if b0 == b1 {
+            p.api_ns[b0] += end - start;
+            return;
+        }
         for b in b0..=b1 {
-            let lo = origin + b as u64 * bin_ns;
-            let (lo, hi) = (lo.max(start), (lo + bin_ns).min(end));
+            let lo = self.bin_start(b);
+            let (lo, hi) = (lo.max(start), (lo + self.bin_ns).min(end));
             p.api_ns[b] += hi.saturating_sub(lo);
         }
     }
@@ -102,5 +150,17 @@ mod tests {
         a.add_api(2, 120, 10);
         assert_eq!(a.others_api_ns(1, 0, 300), vec![(2, 10)]);
         assert_eq!(a.bin_of(u64::MAX), BINS - 1);
+    }
+
+    #[test]
+    fn the_remembered_bin_agrees_with_the_division() {
+        let mut a = Activity::new(1000, 1000 + BINS as u64 * 100);
+        // Forwards, backwards (late events), both edges and outside the range.
+        let times = [
+            1000, 1050, 1099, 1100, 1101, 1050, 0, 999, 1000, 103_399, 103_400, 103_401,
+        ];
+        for t in times.into_iter().chain([u64::MAX, 5, 2000, 1999, 2100]) {
+            assert_eq!(a.bin_near(t), a.bin_of(t), "t {t}");
+        }
     }
 }

@@ -6,16 +6,18 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 use ingero_ebpf::CudaOp;
+use ingero_ebpf::cuda_ops::MAX_OP;
 
-use super::activity::Activity;
+use super::activity::{Activity, ProcBins};
 use super::groups::{GroupStats, Grouping};
 use super::index::TraceIndex;
 use super::labels::ValueId;
 use super::ops::OpStats;
+use super::pid_slots::PidSlots;
 use super::processes::ProcStats;
 use super::selection::Selection;
 use super::slow_calls::{OffCpuRings, SlowCalls};
-use crate::read::{ReadRecord, TraceReader, empty_record};
+use crate::read::{CudaCallRecord, ReadRecord, TraceReader, empty_record};
 use crate::record::FastMap;
 
 /// Calls that returned one error code from one operation.
@@ -36,16 +38,27 @@ pub struct ErrorGroup {
 pub struct Names {
     ids: FastMap<String, u32>,
     names: Vec<String>,
+    /// The id returned last: the same task often preempts many times in a row.
+    last: Option<u32>,
 }
 
 impl Names {
     pub fn intern(&mut self, s: &str) -> u32 {
-        if let Some(id) = self.ids.get(s) {
-            return *id;
+        if let Some(id) = self.last
+            && self.get(id) == s
+        {
+            return id;
         }
-        let id = self.names.len() as u32;
-        self.names.push(s.to_owned());
-        self.ids.insert(s.to_owned(), id);
+        let id = match self.ids.get(s) {
+            Some(id) => *id,
+            None => {
+                let id = self.names.len() as u32;
+                self.names.push(s.to_owned());
+                self.ids.insert(s.to_owned(), id);
+                id
+            }
+        };
+        self.last = Some(id);
         id
     }
 
@@ -71,6 +84,26 @@ pub struct Aggregate {
     pub matched: u64,
 }
 
+/// What a report reads from the [`Aggregate`]; the scan skips the rest (left empty).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Needs {
+    /// Per-operation sketches ([`Aggregate::ops`]).
+    pub ops: bool,
+    /// The whole selection as one group ([`Aggregate::total`]).
+    pub total: bool,
+    /// Processes, activity bins, slow calls and error groups.
+    pub processes: bool,
+}
+
+impl Needs {
+    /// Everything (`explain`).
+    pub const ALL: Needs = Needs {
+        ops: true,
+        total: true,
+        processes: true,
+    };
+}
+
 /// Error groups keep this many pids.
 const ERROR_PIDS_KEPT: usize = 8;
 
@@ -81,7 +114,12 @@ impl Aggregate {
 }
 
 /// Streams the recording once under `sel`, grouping by each of `groupings` at the same time.
-pub fn run(ix: &TraceIndex, sel: &Selection, groupings: Vec<Vec<String>>) -> Result<Aggregate> {
+pub fn run(
+    ix: &TraceIndex,
+    sel: &Selection,
+    groupings: Vec<Vec<String>>,
+    needs: Needs,
+) -> Result<Aggregate> {
     let mut agg = Aggregate {
         ops: BTreeMap::new(),
         groupings: groupings
@@ -97,6 +135,10 @@ pub fn run(ix: &TraceIndex, sel: &Selection, groupings: Vec<Vec<String>>) -> Res
         records: 0,
         matched: 0,
     };
+    // Dense during the scan (by op value, by process slot); moved into the maps at the end.
+    let mut ops: Vec<Option<OpStats>> = (0..MAX_OP).map(|_| None).collect();
+    let mut pids = PidSlots::default();
+    let mut procs: Vec<(ProcStats, ProcBins)> = Vec::new();
     let mut rings = OffCpuRings::default();
     let mut scratch: Vec<ValueId> = Vec::new();
     let check_labels = !sel.labels.is_empty();
@@ -115,39 +157,38 @@ pub fn run(ix: &TraceIndex, sel: &Selection, groupings: Vec<Vec<String>>) -> Res
                     continue;
                 }
                 agg.matched += 1;
-                agg.total.add_cuda(c);
-                agg.ops
-                    .entry(c.op as u16)
-                    .or_insert_with(|| OpStats::new(c.op))
-                    .record(c.duration_ns, c.ret);
+                if needs.total {
+                    agg.total.add_cuda(c);
+                }
+                if needs.ops
+                    && let Some(slot) = ops.get_mut(c.op as usize)
+                {
+                    slot.get_or_insert_with(|| OpStats::new(c.op))
+                        .record(c.duration_ns, c.ret);
+                }
                 for g in &mut agg.groupings {
                     g.for_each_group(&ix.labels, pid, c.ts_ns, |s| s.add_cuda(c));
                 }
-                let net = agg.procs.entry(pid).or_default().add(c);
-                agg.activity.add_api(pid, c.ts_ns, c.duration_ns);
-                if net != 0 || matches!(c.args, crate::decode::CudaArgs::Alloc { .. }) {
-                    let b = agg.activity.bin_of(c.ts_ns);
-                    let p = agg.activity.proc(pid);
-                    p.net_bytes[b] += net;
-                    if net > 0 {
-                        p.alloc_calls[b] += 1;
+                if !needs.processes {
+                    continue;
+                }
+                let slot = pids.slot(pid, || {
+                    procs.push((ProcStats::default(), ProcBins::new()));
+                });
+                if let Some((stats, bins)) = procs.get_mut(slot) {
+                    let net = stats.add(c);
+                    agg.activity.add_api_to(bins, c.ts_ns, c.duration_ns);
+                    if net != 0 || matches!(c.args, crate::decode::CudaArgs::Alloc { .. }) {
+                        let b = agg.activity.bin_near(c.ts_ns);
+                        bins.net_bytes[b] += net;
+                        if net > 0 {
+                            bins.alloc_calls[b] += 1;
+                        }
                     }
                 }
                 agg.slow.offer(c, &rings);
                 if c.ret != 0 {
-                    let e = agg.errors.entry((c.op as u16, c.ret)).or_default();
-                    if e.count == 0 || c.ts_ns < e.first_ns {
-                        e.first_ns = c.ts_ns;
-                        e.first_duration_ns = c.duration_ns;
-                    }
-                    if e.count == 0 || c.ts_ns >= e.last_ns {
-                        e.last_ns = c.ts_ns;
-                        e.last_duration_ns = c.duration_ns;
-                    }
-                    e.count += 1;
-                    if e.pids.len() < ERROR_PIDS_KEPT && !e.pids.contains(&pid) {
-                        e.pids.push(pid);
-                    }
+                    add_error(&mut agg.errors, c);
                 }
             }
             ReadRecord::OffCpu(o) => {
@@ -158,9 +199,16 @@ pub fn run(ix: &TraceIndex, sel: &Selection, groupings: Vec<Vec<String>>) -> Res
                     continue;
                 }
                 agg.matched += 1;
+                if !needs.processes && !needs.total && agg.groupings.is_empty() {
+                    continue;
+                }
                 let who = agg.names.intern(&o.next_comm);
-                rings.push(o, who);
-                agg.total.add_off_cpu(o, who);
+                if needs.processes {
+                    rings.push(o, who);
+                }
+                if needs.total {
+                    agg.total.add_off_cpu(o, who);
+                }
                 for g in &mut agg.groupings {
                     g.for_each_group(&ix.labels, pid, o.ts_ns, |s| s.add_off_cpu(o, who));
                 }
@@ -168,5 +216,34 @@ pub fn run(ix: &TraceIndex, sel: &Selection, groupings: Vec<Vec<String>>) -> Res
             _ => {}
         }
     }
+    agg.ops = ops
+        .into_iter()
+        .flatten()
+        .map(|s| (s.op as u16, s))
+        .collect();
+    for (pid, (stats, bins)) in pids.pids.iter().zip(procs) {
+        agg.procs.insert(*pid, stats);
+        agg.activity.procs.insert(*pid, bins);
+    }
+    for g in &mut agg.groupings {
+        g.finish();
+    }
     Ok(agg)
+}
+
+/// Counts a failed call into its error group.
+fn add_error(errors: &mut BTreeMap<(u16, i32), ErrorGroup>, c: &CudaCallRecord) {
+    let e = errors.entry((c.op as u16, c.ret)).or_default();
+    if e.count == 0 || c.ts_ns < e.first_ns {
+        e.first_ns = c.ts_ns;
+        e.first_duration_ns = c.duration_ns;
+    }
+    if e.count == 0 || c.ts_ns >= e.last_ns {
+        e.last_ns = c.ts_ns;
+        e.last_duration_ns = c.duration_ns;
+    }
+    e.count += 1;
+    if e.pids.len() < ERROR_PIDS_KEPT && !e.pids.contains(&c.thread.pid) {
+        e.pids.push(c.thread.pid);
+    }
 }

@@ -8,7 +8,8 @@
 use ingero_ebpf::{CudaOp, OffCpuReason};
 use serde::Serialize;
 
-use super::labels::{KeyRef, LabelIndex, ValueId};
+use super::labels::{LabelIndex, ValueId};
+use super::resolve_cache::ResolveCache;
 use crate::decode::{CudaArgs, MemcpyKind};
 use crate::read::{CudaCallRecord, OffCpuRecord};
 use crate::record::FastMap;
@@ -82,6 +83,7 @@ impl GroupStats {
         self.last_ns = self.last_ns.max(end);
     }
 
+    #[inline]
     pub fn add_cuda(&mut self, c: &CudaCallRecord) {
         let d = c.duration_ns;
         self.touch(c.ts_ns, c.ts_ns + d);
@@ -151,10 +153,18 @@ pub struct Grouping {
     pub keys: Vec<String>,
     /// Whether any key is a span key (overlap semantics apply).
     pub overlapping: bool,
+    /// Filled by [`Grouping::finish`] once the scan is done.
     pub groups: FastMap<Vec<ValueId>, GroupStats>,
-    /// Scratch: the values of each key for the current event.
+    /// During the scan: each group's values and stats, by slot, and the slot of each group.
+    slots: Vec<(Vec<ValueId>, GroupStats)>,
+    slot_of: FastMap<Vec<ValueId>, u32>,
+    cache: ResolveCache,
+    /// Scratch: the values of each key for the current event, a position in each, the
+    /// current combination and the slots it resolved to.
     values: Vec<Vec<ValueId>>,
+    idx: Vec<usize>,
     combo: Vec<ValueId>,
+    resolved: Vec<u32>,
 }
 
 impl Grouping {
@@ -162,14 +172,20 @@ impl Grouping {
         let overlapping = keys.iter().any(|k| index.is_span_key(k));
         Grouping {
             values: vec![Vec::new(); keys.len()],
+            idx: vec![0; keys.len()],
             keys,
             overlapping,
             groups: FastMap::default(),
+            slots: Vec::new(),
+            slot_of: FastMap::default(),
+            cache: ResolveCache::default(),
             combo: Vec::new(),
+            resolved: Vec::new(),
         }
     }
 
     /// Calls `f` on every group the event of `pid` at `t` belongs to.
+    #[inline]
     pub fn for_each_group(
         &mut self,
         index: &LabelIndex,
@@ -177,38 +193,193 @@ impl Grouping {
         t: u64,
         mut f: impl FnMut(&mut GroupStats),
     ) {
+        if self.cache.get(pid, t).is_none() {
+            self.refresh(index, pid, t);
+        }
+        for s in self.cache.current() {
+            if let Some((_, g)) = self.slots.get_mut(*s as usize) {
+                f(g);
+            }
+        }
+    }
+
+    /// Looks the event up in the label index and remembers the answer for the next ones.
+    #[inline(never)]
+    fn refresh(&mut self, index: &LabelIndex, pid: u32, t: u64) {
+        let end = self.resolve(index, pid, t);
+        self.cache.put(pid, t, end, &self.resolved);
+    }
+
+    /// Looks up the groups of an event of `pid` at `t` into `resolved` (creating groups seen
+    /// for the first time); returns until when that answer holds.
+    fn resolve(&mut self, index: &LabelIndex, pid: u32, t: u64) -> u64 {
+        self.resolved.clear();
+        let mut end = u64::MAX;
         for (i, k) in self.keys.iter().enumerate() {
             self.values[i].clear();
             let Some(key) = index.key(k) else {
-                return;
+                return end;
             };
-            KeyRef::values_at(&key, pid, t, &mut self.values[i]);
+            end = end.min(key.values_until(pid, t, &mut self.values[i]));
             if self.values[i].is_empty() {
-                return;
+                return end;
             }
         }
         // Cartesian product of the keys' values (almost always a single combination).
-        let mut idx = vec![0usize; self.keys.len()];
+        self.idx.iter_mut().for_each(|i| *i = 0);
         loop {
             self.combo.clear();
             self.combo
-                .extend(idx.iter().enumerate().map(|(k, i)| self.values[k][*i]));
-            match self.groups.get_mut(self.combo.as_slice()) {
-                Some(g) => f(g),
-                None => f(self.groups.entry(self.combo.clone()).or_default()),
-            }
-            let mut k = idx.len();
+                .extend(self.idx.iter().enumerate().map(|(k, i)| self.values[k][*i]));
+            let slot = match self.slot_of.get(self.combo.as_slice()) {
+                Some(s) => *s,
+                None => {
+                    let s = self.slots.len() as u32;
+                    self.slots.push((self.combo.clone(), GroupStats::default()));
+                    self.slot_of.insert(self.combo.clone(), s);
+                    s
+                }
+            };
+            self.resolved.push(slot);
+            let mut k = self.idx.len();
             loop {
                 if k == 0 {
-                    return;
+                    return end;
                 }
                 k -= 1;
-                idx[k] += 1;
-                if idx[k] < self.values[k].len() {
+                self.idx[k] += 1;
+                if self.idx[k] < self.values[k].len() {
                     break;
                 }
-                idx[k] = 0;
+                self.idx[k] = 0;
             }
+        }
+    }
+
+    /// Moves the groups gathered during the scan into [`Grouping::groups`].
+    pub fn finish(&mut self) {
+        self.slot_of = FastMap::default();
+        self.groups.extend(self.slots.drain(..));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read::LabelInterval;
+    use crate::timeline::record::{AnnotationRecord, Scope};
+
+    fn index() -> LabelIndex {
+        let mut ix = LabelIndex::default();
+        let state = |pid: Option<u32>, v: &str, start: u64, end: u64| LabelInterval {
+            scope_pid: pid,
+            key: "step".into(),
+            value: v.into(),
+            start_ns: start,
+            end_ns: end,
+            provenance_uid: 0,
+            provenance_pid: None,
+            continued: false,
+        };
+        ix.add_state(&state(Some(7), "1", 10, 20));
+        ix.add_state(&state(Some(7), "2", 20, 30));
+        ix.add_state(&state(None, "g", 0, 50));
+        for (pid, v, a, b) in [(Some(7), "r1", 15, 25), (None, "r2", 22, 40)] {
+            ix.add_span(&AnnotationRecord {
+                labels: vec![("request_id".into(), v.into())],
+                scope: pid.map(|pid| Scope { pid, start_time: 1 }),
+                ts_ns: a,
+                end_ns: Some(b),
+                provenance_uid: 0,
+                provenance_pid: None,
+            });
+        }
+        ix.seal();
+        ix
+    }
+
+    /// Events per group as an uncached lookup sees them.
+    fn expected(ix: &LabelIndex, keys: &[&str], events: &[(u32, u64)]) -> Vec<(Vec<String>, u64)> {
+        let mut out: FastMap<Vec<String>, u64> = FastMap::default();
+        for (pid, t) in events {
+            let mut combos: Vec<Vec<String>> = vec![Vec::new()];
+            for k in keys {
+                let mut vals = Vec::new();
+                if let Some(key) = ix.key(k) {
+                    key.values_at(*pid, *t, &mut vals);
+                }
+                combos = combos
+                    .iter()
+                    .flat_map(|c| {
+                        vals.iter().map(move |v| {
+                            let mut c = c.clone();
+                            c.push(ix.value(*v).to_owned());
+                            c
+                        })
+                    })
+                    .collect();
+            }
+            for c in combos {
+                *out.entry(c).or_default() += 1;
+            }
+        }
+        let mut v: Vec<_> = out.into_iter().collect();
+        v.sort();
+        v
+    }
+
+    fn grouped(ix: &LabelIndex, keys: &[&str], events: &[(u32, u64)]) -> Vec<(Vec<String>, u64)> {
+        let mut g = Grouping::new(keys.iter().map(|k| (*k).to_owned()).collect(), ix);
+        for (pid, t) in events {
+            g.for_each_group(ix, *pid, *t, |s| s.cuda_calls += 1);
+        }
+        g.finish();
+        let mut v: Vec<_> = g
+            .groups
+            .iter()
+            .map(|(k, s)| {
+                (
+                    k.iter().map(|v| ix.value(*v).to_owned()).collect(),
+                    s.cuda_calls,
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn cached_lookups_match_fresh_ones() {
+        let ix = index();
+        let mut events: Vec<(u32, u64)> = Vec::new();
+        // In order across label boundaries, two processes interleaved, then late
+        // (out-of-order) events from before the last answer, and instants at the very ends.
+        for t in 0..60 {
+            events.push((7, t));
+            events.push((8, t));
+        }
+        events.extend([
+            (7, 19),
+            (7, 20),
+            (7, 12),
+            (7, 30),
+            (7, 29),
+            (8, 25),
+            (7, 25),
+            (7, 40),
+        ]);
+        events.extend([(7, 41), (9, 0), (7, u64::MAX), (7, 0)]);
+        for keys in [
+            &["step"][..],
+            &["request_id"],
+            &["step", "request_id"],
+            &["nope"],
+        ] {
+            assert_eq!(
+                grouped(&ix, keys, &events),
+                expected(&ix, keys, &events),
+                "grouping by {keys:?}"
+            );
         }
     }
 }

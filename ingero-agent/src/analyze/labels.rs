@@ -228,39 +228,83 @@ impl<'a> KeyRef<'a> {
     /// Every value `key` has for an event of `pid` at `t`: the state (own scope first, else
     /// trace-wide) and each span containing `t`. Appended to `out`.
     pub fn values_at(&self, pid: u32, t: u64, out: &mut Vec<ValueId>) {
-        let own = self.key.states.get(&Some(pid)).and_then(|s| state_at(s, t));
-        let state = own.or_else(|| self.key.states.get(&None).and_then(|s| state_at(s, t)));
+        self.values_until(pid, t, out);
+    }
+
+    /// [`Self::values_at`], also returning the end of the interval `[t, end)` over which the
+    /// answer stays the same, so a caller can reuse it for the events that follow.
+    pub fn values_until(&self, pid: u32, t: u64, out: &mut Vec<ValueId>) -> u64 {
+        let (own, own_end) = match self.key.states.get(&Some(pid)) {
+            Some(s) => state_until(s, t),
+            None => (None, u64::MAX),
+        };
+        let (state, mut end) = match own {
+            Some(v) => (Some(v), own_end),
+            None => match self.key.states.get(&None) {
+                Some(s) => {
+                    let (v, e) = state_until(s, t);
+                    (v, e.min(own_end))
+                }
+                None => (None, own_end),
+            },
+        };
         if let Some(v) = state {
             out.push(v);
         }
         for scope in [Some(pid), None] {
             if let Some(s) = self.key.spans.get(&scope) {
-                spans_at(s, t, out);
+                end = end.min(spans_until(s, t, out));
             }
         }
+        end
     }
 }
 
-fn state_at(s: &States, t: u64) -> Option<ValueId> {
+/// The state at `t` and where that answer stops holding: the state's end or the next start.
+fn state_until(s: &States, t: u64) -> (Option<ValueId>, u64) {
     let idx = s.list.partition_point(|i| i.start <= t);
-    let i = s.list.get(idx.checked_sub(1)?)?;
+    let next = s.list.get(idx).map_or(u64::MAX, |i| i.start);
+    let Some(i) = idx.checked_sub(1).and_then(|p| s.list.get(p)) else {
+        return (None, next);
+    };
     // A state slice ends where the next begins: half-open, so a boundary event belongs to
-    // the new value.
-    (t < i.end || (t == i.end && i.start == i.end)).then_some(i.value)
+    // the new value. A zero-length slice holds at its one instant only.
+    if t < i.end {
+        (Some(i.value), i.end.min(next))
+    } else if t == i.end && i.start == i.end {
+        (Some(i.value), t.saturating_add(1).min(next))
+    } else {
+        (None, next)
+    }
 }
 
-fn spans_at(s: &Spans, t: u64, out: &mut Vec<ValueId>) {
+/// Appends the spans containing `t` (closed intervals) and returns where that set changes:
+/// the next span's start or just after the first of the containing spans ends.
+fn spans_until(s: &Spans, t: u64, out: &mut Vec<ValueId>) -> u64 {
     let mut idx = s.list.partition_point(|i| i.start <= t);
+    let mut end = s.list.get(idx).map_or(u64::MAX, |i| i.start);
     while idx > 0 {
         idx -= 1;
         if s.max_end[idx] < t {
             break;
         }
         let i = s.list[idx];
-        if i.end >= t && !out.contains(&i.value) {
-            out.push(i.value);
+        if i.end >= t {
+            end = end.min(i.end.saturating_add(1));
+            if !out.contains(&i.value) {
+                out.push(i.value);
+            }
         }
     }
+    end
+}
+
+fn state_at(s: &States, t: u64) -> Option<ValueId> {
+    state_until(s, t).0
+}
+
+fn spans_at(s: &Spans, t: u64, out: &mut Vec<ValueId>) {
+    spans_until(s, t, out);
 }
 
 #[cfg(test)]
@@ -366,5 +410,41 @@ mod tests {
         assert!(ix.is_span_key("request_id") && !ix.is_span_key("step"));
         let a = ix.value_id("a").expect("a interned");
         assert_eq!(ix.intervals_of("request_id", a), vec![(5, 50)]);
+    }
+
+    #[test]
+    fn values_hold_until_the_returned_end() {
+        let mut ix = LabelIndex::default();
+        ix.add_state(&state(Some(7), "k", "1", 10, 20));
+        ix.add_state(&state(Some(7), "k", "2", 20, 30));
+        ix.add_state(&state(Some(7), "k", "z", 40, 40));
+        ix.add_state(&state(None, "k", "g", 0, 60));
+        ix.add_state(&state(None, "k", "h", 70, 80));
+        let mut spans = span(Some(7), "a", 5, 50);
+        spans.labels[0].0 = "k".into();
+        ix.add_span(&spans);
+        for (scope, v, a, b) in [
+            (None, "b", 25, 26),
+            (None, "c", 25, 25),
+            (Some(8), "d", 0, 90),
+        ] {
+            let mut s = span(scope, v, a, b);
+            s.labels[0].0 = "k".into();
+            ix.add_span(&s);
+        }
+        ix.seal();
+        let k = ix.key("k").expect("k indexed");
+        for pid in [7, 8, 9] {
+            for t in 0..100 {
+                let mut at_t = Vec::new();
+                let end = k.values_until(pid, t, &mut at_t);
+                assert!(end > t, "pid {pid} t {t}: the answer holds at t itself");
+                for later in t..end.min(110) {
+                    let mut got = Vec::new();
+                    k.values_at(pid, later, &mut got);
+                    assert_eq!(got, at_t, "pid {pid}: the answer at {t} held until {end}");
+                }
+            }
+        }
     }
 }

@@ -32,9 +32,12 @@ pub mod index;
 pub mod intervals;
 pub mod labels;
 pub mod ops;
+pub mod pid_slots;
 pub mod processes;
 pub mod query;
+pub mod resolve_cache;
 pub mod selection;
+pub mod sketch;
 pub mod slow_calls;
 pub mod source;
 pub mod table;
@@ -46,6 +49,8 @@ mod tests;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
+
+use aggregate::Needs;
 
 pub use events::EventFormat;
 pub use explain::{ExplainReport, RequestRanking};
@@ -94,18 +99,39 @@ impl Analysis {
 
 /// `ingero query`.
 pub fn query(an: &Analysis, mode: &QueryMode) -> Result<QueryReport> {
-    let agg = aggregate::run(&an.index, &an.selection, query::groupings_for(mode))?;
+    let agg = aggregate::run(
+        &an.index,
+        &an.selection,
+        query::groupings_for(mode),
+        query::needs(mode),
+    )?;
     Ok(query::report(an, &agg, mode))
 }
 
 /// `ingero explain`; `by` is `--by KEY` for the slow-group rule.
 pub fn explain(an: &Analysis, by: Option<&str>) -> Result<ExplainReport> {
-    let agg = aggregate::run(&an.index, &an.selection, explain::groupings(an, by, false))?;
+    let agg = aggregate::run(
+        &an.index,
+        &an.selection,
+        explain::groupings(an, by, false),
+        Needs::ALL,
+    )?;
     Ok(explain::report(an, &agg))
 }
 
 /// `ingero explain --by-request`.
 pub fn rank_requests(an: &Analysis) -> Result<RequestRanking> {
-    let agg = aggregate::run(&an.index, &an.selection, explain::groupings(an, None, true))?;
+    // The ranking reads the request groups and the total API time only.
+    let needs = Needs {
+        ops: false,
+        total: true,
+        processes: false,
+    };
+    let agg = aggregate::run(
+        &an.index,
+        &an.selection,
+        explain::groupings(an, None, true),
+        needs,
+    )?;
     Ok(explain::ranking(an, &agg))
 }

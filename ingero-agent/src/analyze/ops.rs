@@ -1,13 +1,12 @@
-//! Per-operation statistics: a latency sketch (HDR histogram, fixed size), count, total and
-//! error count. Quantiles come from the sketch (about 1 % relative error).
+//! Per-operation statistics: a latency sketch (HDR histogram buckets, fixed size), count, total
+//! and error count. Quantiles come from the sketch (about 1 % relative error).
 
-use hdrhistogram::Histogram;
 use ingero_ebpf::CudaOp;
+
+use super::sketch::Sketch;
 
 /// Largest duration the sketch tells apart (longer calls are recorded as this): one hour.
 const SKETCH_MAX_NS: u64 = 3_600_000_000_000;
-/// Significant digits of the sketch.
-const SKETCH_DIGITS: u8 = 2;
 
 /// One operation's latency distribution.
 pub struct OpStats {
@@ -16,7 +15,7 @@ pub struct OpStats {
     pub total_ns: u64,
     pub max_ns: u64,
     pub errors: u64,
-    hist: Option<Histogram<u64>>,
+    sketch: Sketch,
 }
 
 impl OpStats {
@@ -27,12 +26,11 @@ impl OpStats {
             total_ns: 0,
             max_ns: 0,
             errors: 0,
-            // Fails only for invalid bounds, which these constants are not; without a sketch
-            // quantiles fall back to the maximum.
-            hist: Histogram::new_with_bounds(1, SKETCH_MAX_NS, SKETCH_DIGITS).ok(),
+            sketch: Sketch::new(SKETCH_MAX_NS),
         }
     }
 
+    #[inline]
     pub fn record(&mut self, duration_ns: u64, ret: i32) {
         self.count += 1;
         self.total_ns += duration_ns;
@@ -40,14 +38,14 @@ impl OpStats {
         if ret != 0 {
             self.errors += 1;
         }
-        if let Some(h) = &mut self.hist {
-            h.saturating_record(duration_ns.clamp(1, SKETCH_MAX_NS));
-        }
+        self.sketch.record(duration_ns);
     }
 
     /// The duration at quantile `q` (0..=1), never above the true maximum.
     pub fn quantile(&self, q: f64) -> u64 {
-        match &self.hist {
+        // The histogram fails only for invalid bounds, which these constants are not; without
+        // it quantiles fall back to the maximum.
+        match &self.sketch.histogram() {
             Some(h) if self.count > 0 => h.value_at_quantile(q).min(self.max_ns),
             _ => self.max_ns,
         }
@@ -55,7 +53,7 @@ impl OpStats {
 
     /// How many recorded calls took at least `ns`.
     pub fn count_at_least(&self, ns: u64) -> u64 {
-        match &self.hist {
+        match &self.sketch.histogram() {
             Some(h) => h
                 .iter_recorded()
                 .filter(|v| v.value_iterated_to() >= h.lowest_equivalent(ns))

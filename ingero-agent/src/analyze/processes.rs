@@ -42,16 +42,20 @@ pub struct ProcStats {
     live: FastMap<u64, u64>,
     /// The first durations of each op (up to [`FIRST_CALLS`]).
     pub first_calls: FastMap<CudaOp, Vec<u64>>,
+    /// Bit per op whose first calls are all in, so later calls skip the map.
+    first_calls_full: u64,
 }
 
 impl ProcStats {
     /// Accounts one call; returns the net device bytes it allocated (negative: freed).
+    #[inline]
     pub fn add(&mut self, c: &CudaCallRecord) -> i64 {
-        if self.name.is_empty() || c.thread.pid == c.thread.tid {
-            // The main thread's name is the process's; other threads only until it shows up.
-            if !c.thread.name.is_empty() && (self.name.is_empty() || c.thread.pid == c.thread.tid) {
-                self.name.clone_from(&c.thread.name);
-            }
+        // The main thread's name is the process's; other threads only until it shows up.
+        if (self.name.is_empty() || c.thread.pid == c.thread.tid)
+            && !c.thread.name.is_empty()
+            && self.name != c.thread.name
+        {
+            self.name.clone_from(&c.thread.name);
         }
         let end = c.ts_ns + c.duration_ns;
         if self.calls == 0 || c.ts_ns < self.first_ns {
@@ -60,10 +64,30 @@ impl ProcStats {
         self.last_ns = self.last_ns.max(end);
         self.calls += 1;
         self.api_ns += c.duration_ns;
+        if self.first_calls_full & (1u64 << (c.op as u16 & 63)) == 0 {
+            self.add_first_call(c);
+        }
+        match c.args {
+            CudaArgs::Alloc { .. } | CudaArgs::Free { .. } => self.add_memory(c),
+            _ => 0,
+        }
+    }
+
+    /// Keeps the call's duration while its op has fewer than [`FIRST_CALLS`].
+    #[inline(never)]
+    fn add_first_call(&mut self, c: &CudaCallRecord) {
         let first = self.first_calls.entry(c.op).or_default();
         if first.len() < FIRST_CALLS {
             first.push(c.duration_ns);
         }
+        if first.len() >= FIRST_CALLS {
+            self.first_calls_full |= 1u64 << (c.op as u16 & 63);
+        }
+    }
+
+    /// Allocations and frees: live allocations, failures; returns the net bytes.
+    #[inline(never)]
+    fn add_memory(&mut self, c: &CudaCallRecord) -> i64 {
         match c.args {
             CudaArgs::Alloc { size, ptr, .. } => {
                 if c.ret != 0 {

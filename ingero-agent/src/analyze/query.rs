@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::Analysis;
-use super::aggregate::{Aggregate, Names};
+use super::aggregate::{Aggregate, Names, Needs};
 use super::fmt;
 use super::groups::{GroupStats, Grouping, MemcpyBytes};
 use super::intervals;
@@ -115,6 +115,15 @@ pub fn groupings_for(mode: &QueryMode) -> Vec<Vec<String>> {
         QueryMode::Ops => Vec::new(),
         QueryMode::GroupBy(keys) => vec![keys.clone()],
         QueryMode::ByRequest => vec![vec![REQUEST_KEY.to_owned()]],
+    }
+}
+
+/// What the report of `mode` reads from the aggregate.
+pub fn needs(mode: &QueryMode) -> Needs {
+    Needs {
+        ops: matches!(mode, QueryMode::Ops),
+        total: matches!(mode, QueryMode::ByRequest),
+        processes: false,
     }
 }
 

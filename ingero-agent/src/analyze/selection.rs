@@ -129,10 +129,12 @@ impl Selection {
         }
     }
 
+    #[inline]
     pub fn admits_pid(&self, pid: u32) -> bool {
         self.pids.is_empty() || self.pids.contains(&pid)
     }
 
+    #[inline]
     pub fn admits_op(&self, op: CudaOp) -> bool {
         self.op_mask == 0 || self.op_mask & (1u64 << (op as u16 as u64 & 63)) != 0
     }

@@ -9,6 +9,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+use ingero_ebpf::cuda_ops::MAX_OP;
 use ingero_ebpf::{CudaOp, OffCpuReason};
 
 use super::groups::add_preempter;
@@ -101,13 +102,37 @@ impl Ord for SlowCall {
 }
 
 /// The top [`TOP_K`] slowest calls of each operation.
-#[derive(Default)]
 pub struct SlowCalls {
     heaps: FastMap<CudaOp, BinaryHeap<Reverse<SlowCall>>>,
+    /// Per op whose heap is full, the duration a call must exceed to enter it, so most calls
+    /// are turned away without touching the heap.
+    floor: Vec<Option<u64>>,
+}
+
+impl Default for SlowCalls {
+    fn default() -> SlowCalls {
+        SlowCalls {
+            heaps: FastMap::default(),
+            floor: vec![None; MAX_OP],
+        }
+    }
 }
 
 impl SlowCalls {
+    #[inline]
     pub fn offer(&mut self, c: &CudaCallRecord, rings: &OffCpuRings) {
+        if let Some(Some(min)) = self.floor.get(c.op as usize)
+            && *min >= c.duration_ns
+        {
+            return;
+        }
+        self.offer_slow(c, rings);
+    }
+
+    /// A call that may enter its op's top [`TOP_K`].
+    #[inline(never)]
+    fn offer_slow(&mut self, c: &CudaCallRecord, rings: &OffCpuRings) {
+        let floor = self.floor.get_mut(c.op as usize);
         let heap = self.heaps.entry(c.op).or_default();
         if heap.len() == TOP_K
             && heap
@@ -130,6 +155,11 @@ impl SlowCalls {
         }));
         if heap.len() > TOP_K {
             heap.pop();
+        }
+        if heap.len() == TOP_K
+            && let (Some(f), Some(Reverse(min))) = (floor, heap.peek())
+        {
+            *f = Some(min.duration_ns);
         }
     }
 
