@@ -257,9 +257,53 @@ pub fn launches(n: u64, start_ns: u64) -> impl Iterator<Item = TimelineRecord> {
     })
 }
 
-/// Writes the scenario followed by `events` launch-dominated calls to `path`, returning the
-/// files written.
-pub fn write_trace(path: PathBuf, events: u64, max_file_size: u64) -> Result<Vec<PathBuf>> {
+/// Calls per training step in [`labelled`].
+pub const CALLS_PER_STEP: u64 = 2_000;
+/// Calls between the ends of two request spans in [`labelled`].
+pub const CALLS_PER_REQUEST: u64 = 500;
+
+/// `calls` with the labels a training or serving job writes: a `step` annotation (scoped to
+/// the calls' process) every [`CALLS_PER_STEP`] calls and a `request_id` span every
+/// [`CALLS_PER_REQUEST`], each covering the calls since the previous one (spans arrive when
+/// they end, as the client sends them).
+pub fn labelled(
+    calls: impl Iterator<Item = TimelineRecord>,
+) -> impl Iterator<Item = TimelineRecord> {
+    let pid = SCENARIO_PID + 100;
+    let mut request_start = None;
+    calls.enumerate().flat_map(move |(i, call)| {
+        let i = i as u64;
+        let ts = call.ts_ns();
+        let mut out = Vec::with_capacity(3);
+        if i % CALLS_PER_STEP == 0 {
+            let step = (i / CALLS_PER_STEP).to_string();
+            out.push(annotation(ts, None, Some(pid), &[("step", &step)]));
+        }
+        if i % CALLS_PER_REQUEST == 0 {
+            if let Some(start) = request_start {
+                let id = format!("r-{}", i / CALLS_PER_REQUEST);
+                out.push(annotation(
+                    start,
+                    Some(ts),
+                    Some(pid),
+                    &[("request_id", &id)],
+                ));
+            }
+            request_start = Some(ts);
+        }
+        out.push(call);
+        out
+    })
+}
+
+/// Writes the scenario followed by `events` launch-dominated calls to `path` ([`labelled`]
+/// when `labels`), returning the files written.
+pub fn write_trace(
+    path: PathBuf,
+    events: u64,
+    max_file_size: u64,
+    labels: bool,
+) -> Result<Vec<PathBuf>> {
     let cfg = RecorderConfig {
         path: Some(path),
         max_file_size,
@@ -278,7 +322,13 @@ pub fn write_trace(path: PathBuf, events: u64, max_file_size: u64) -> Result<Vec
         rec.write(r)?;
         count += 1;
     }
-    for r in launches(events, SCENARIO_T0 + 30 * MS) {
+    let calls = launches(events, SCENARIO_T0 + 30 * MS);
+    let records: Box<dyn Iterator<Item = TimelineRecord>> = if labels {
+        Box::new(labelled(calls))
+    } else {
+        Box::new(calls)
+    };
+    for r in records {
         rec.write(&r)?;
         count += 1;
     }
@@ -290,4 +340,31 @@ pub fn write_trace(path: PathBuf, events: u64, max_file_size: u64) -> Result<Vec
         recorder: Vec::new(),
     };
     rec.finish(&stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labelled_calls_carry_steps_and_request_spans() {
+        let out: Vec<_> = labelled(launches(2 * CALLS_PER_STEP, SCENARIO_T0)).collect();
+        let labels: Vec<&AnnotationRecord> = out
+            .iter()
+            .filter_map(|r| match r {
+                TimelineRecord::Annotation(a) => Some(a),
+                _ => None,
+            })
+            .collect();
+        let steps: Vec<_> = labels.iter().filter(|a| a.end_ns.is_none()).collect();
+        assert_eq!(steps.len(), 2);
+        assert_eq!(steps[1].labels, vec![("step".to_owned(), "1".to_owned())]);
+        let spans: Vec<_> = labels.iter().filter(|a| a.end_ns.is_some()).collect();
+        assert_eq!(
+            spans.len() as u64,
+            2 * CALLS_PER_STEP / CALLS_PER_REQUEST - 1
+        );
+        assert!(spans.iter().all(|a| a.end_ns > Some(a.ts_ns)));
+        assert_eq!(out.len() - labels.len(), 2 * CALLS_PER_STEP as usize);
+    }
 }

@@ -85,7 +85,7 @@ pub fn run() -> Result<String> {
     let bin = target_dir();
     let dir = bin.join("bench-analyze");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let trace = dir.join(format!("synth-{EVENTS}.pftrace"));
+    let trace = dir.join(format!("synth-{EVENTS}-labelled.pftrace"));
     let synth = bin.join("examples/synth-trace");
     if !is_newer(&trace, &synth) {
         run_cmd(Command::new(&synth).arg(&trace).args([
@@ -93,6 +93,8 @@ pub fn run() -> Result<String> {
             &EVENTS.to_string(),
             "--max-file-size",
             "100000000000",
+            // Steps and request spans, so groupings do real work.
+            "--labels",
         ]))?;
     }
     let size = std::fs::metadata(&trace).map(|m| m.len()).unwrap_or(0);
