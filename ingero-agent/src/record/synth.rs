@@ -275,11 +275,11 @@ pub fn labelled(
         let i = i as u64;
         let ts = call.ts_ns();
         let mut out = Vec::with_capacity(3);
-        if i % CALLS_PER_STEP == 0 {
+        if i.is_multiple_of(CALLS_PER_STEP) {
             let step = (i / CALLS_PER_STEP).to_string();
             out.push(annotation(ts, None, Some(pid), &[("step", &step)]));
         }
-        if i % CALLS_PER_REQUEST == 0 {
+        if i.is_multiple_of(CALLS_PER_REQUEST) {
             if let Some(start) = request_start {
                 let id = format!("r-{}", i / CALLS_PER_REQUEST);
                 out.push(annotation(
