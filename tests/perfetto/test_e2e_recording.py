@@ -116,7 +116,9 @@ def test_recording_of_the_real_workload_parses_and_shows_calls_and_labels():
     assert args["size"] == 1048576 and args["ret"] == 35 and m_end > m_start
     assert any("error" in c for c in cats), "a failed call stands out by its category"
     launches = [s for s in all_slices if s[1] == "cudaLaunchKernel"]
-    assert len(launches) == 1 and launches[0][3]["shared_mem"] == 1024
+    assert len(launches) == 1, launches
+    # The whole launch configuration is one interned argument.
+    assert launches[0][3]["launch"] == "func=0x1234 grid=16x4x1 block=32x8x1 smem=1024 stream=0xabcd", launches
 
     steps = sorted((s[4], s[5], s[1]) for s in all_slices if names.get(s[0]) == "step")
     assert [n for *_, n in steps] == ["step=41", "step=42", "step=43"], steps
