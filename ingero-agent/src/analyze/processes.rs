@@ -50,7 +50,8 @@ impl ProcStats {
         if self.name.is_empty() || c.thread.pid == c.thread.tid {
             // The main thread's name is the process's; other threads only until it shows up.
             if !c.thread.name.is_empty() && (self.name.is_empty() || c.thread.pid == c.thread.tid) {
-                self.name.clone_from(&c.thread.name);
+                self.name.clear();
+                self.name.push_str(&c.thread.name);
             }
         }
         let end = c.ts_ns + c.duration_ns;

@@ -1,10 +1,11 @@
 //! [`FileDecoder`]: the public per-file decoder. Feeds plain packets to the decoder and
 //! expands `compressed_packets` containers: their inner packets are decoded in order, as if
-//! they stood in the file in place of the container.
+//! they stood in the file in place of the container. In skim mode containers are skipped
+//! unopened (the first pass of an analysis reads only what the writer keeps outside them).
 
 use anyhow::{Context, Result, bail};
 
-use super::decoder::{Decoder, Paths, Step};
+use super::decoder::{ClocksSeen, Decoder, Paths, Step};
 use super::inflate::Inflater;
 use super::types::ReadRecord;
 
@@ -16,6 +17,8 @@ pub struct FileDecoder {
     pos: usize,
     end: usize,
     packets: u64,
+    skip_bundles: bool,
+    bundles_skipped: u64,
 }
 
 impl Default for FileDecoder {
@@ -37,7 +40,24 @@ impl FileDecoder {
             pos: 0,
             end: 0,
             packets: 0,
+            skip_bundles: false,
+            bundles_skipped: 0,
         }
+    }
+
+    /// Skips `compressed_packets` containers without inflating them (framing only).
+    pub fn skip_bundles(&mut self, yes: bool) {
+        self.skip_bundles = yes;
+    }
+
+    /// Containers skipped so far.
+    pub fn bundles_skipped(&self) -> u64 {
+        self.bundles_skipped
+    }
+
+    /// What the clock snapshots said so far (see [`ClocksSeen`]).
+    pub fn clocks(&self) -> ClocksSeen {
+        self.dec.clocks
     }
 
     /// Packets the fast path's byte-layout match decoded so far.
@@ -74,7 +94,12 @@ impl FileDecoder {
         if self.pos < self.end {
             bail!("a packet was given before the previous container's records were read");
         }
+        if self.skip_bundles && super::expand::compressed(bytes).is_some() {
+            self.bundles_skipped += 1;
+            return Ok(false);
+        }
         self.packets += 1;
+        self.dec.in_bundle = false;
         match self.dec.packet(bytes, slot)? {
             Step::Nothing => Ok(false),
             Step::Record => Ok(true),
@@ -82,6 +107,7 @@ impl FileDecoder {
                 self.packets -= 1;
                 self.end = self.inf.inflate(z)?;
                 self.pos = 0;
+                self.dec.in_bundle = true;
                 self.pending_into(slot)
             }
         }

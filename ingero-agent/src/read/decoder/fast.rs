@@ -17,10 +17,9 @@
 use ingero_ebpf::CudaOp;
 
 use super::{
-    CudaPrep, Decoder, IidTable, K, KeyEntry, NameKind, Open, OpenBody, Plan, ReadRecord, SlotArgs,
-    SlotVal, Slots, TrackKind, emit,
+    CudaPrep, Decoder, IidTable, K, KeyEntry, NameKind, OpenBody, Plan, ReadRecord, SlotArgs,
+    SlotVal, Slots, TrackKind,
 };
-use crate::decode::CudaArgs;
 use crate::record::proto::SEQ_INCREMENTAL_STATE_CLEARED;
 
 /// `TracePacket` tags.
@@ -263,23 +262,21 @@ impl Decoder {
         let Decoder {
             seqs,
             tracks,
-            open,
+            launches,
+            op_by_name,
             scratch,
             ..
         } = self;
         let seq = seqs.get_mut(seq_id)?;
         match l {
             Layout::End { uuid } => {
-                let stack = open.get_mut_vec(uuid)?;
-                let o = stack.last()?;
-                if let OpenBody::General { .. } = o.body {
+                let tr = tracks.get_mut(uuid)?;
+                // No open slice: the general path counts the clock all the same.
+                if tr.open.is_empty() {
                     return None;
                 }
                 let end = seq.advance(Some(ts), None);
-                // Emitted from its place on the stack, then dropped there: no copies.
-                let done = emit(tracks.get(uuid), o.ts, &o.body, end, slot);
-                stack.truncate(stack.len() - 1);
-                Some(done)
+                Some(tr.end_top(end, launches, op_by_name, slot))
             }
             Layout::Begin1 {
                 uuid,
@@ -290,7 +287,8 @@ impl Decoder {
                 let NameKind::Op(op) = seq.names.get(name)?.kind else {
                     return None;
                 };
-                let Some(TrackKind::Thread(_)) = tracks.get(uuid) else {
+                let tr = tracks.get_mut(uuid)?;
+                let Some(TrackKind::Thread(_)) = tr.kind else {
                     return None;
                 };
                 let k = seq.debug_names.get(key)?.slot?;
@@ -300,42 +298,25 @@ impl Decoder {
                         CudaOp::LaunchKernel
                         | CudaOp::LaunchCooperativeKernel
                         | CudaOp::LaunchKernelExC,
-                    ) => seq.strings.get(value).and_then(|e| e.launch),
+                    ) => seq.strings.get(value).and_then(|e| e.launch_idx),
                     _ => None,
                 };
-                let prep = match launch {
-                    Some(l) => CudaPrep {
-                        op,
-                        ret: 0,
-                        args: CudaArgs::Launch {
-                            func: l.func,
-                            grid: l.grid,
-                            block: l.block,
-                            shared_mem: l.shared_mem,
-                            stream: l.stream,
-                        },
-                        clamped: None,
-                    },
+                let ts = seq.advance(Some(ts), None);
+                match launch {
+                    Some(idx) => tr.push_launch(ts, op, idx),
                     None => {
                         scratch.clear();
                         scratch.put(k, value, SlotVal::StrIid);
-                        CudaPrep::new(
+                        let prep = CudaPrep::new(
                             op,
                             &SlotArgs {
                                 s: scratch,
                                 strings: &seq.strings,
                             },
-                        )
+                        );
+                        tr.push(ts, OpenBody::Cuda(prep));
                     }
-                };
-                let ts = seq.advance(Some(ts), None);
-                open.push(
-                    uuid,
-                    Open {
-                        ts,
-                        body: OpenBody::Cuda(prep),
-                    },
-                );
+                }
                 Some(false)
             }
         }
@@ -372,7 +353,8 @@ impl Decoder {
         let Decoder {
             seqs,
             tracks,
-            open,
+            launches,
+            op_by_name,
             scratch,
             ..
         } = self;
@@ -399,33 +381,26 @@ impl Decoder {
         match ty {
             SLICE_BEGIN => {
                 let kind = seq.names.get(name?)?.kind;
-                let plan = Plan::of(tracks.get(uuid), Some(kind))?;
+                let tr = tracks.get_mut(uuid)?;
+                let plan = Plan::of(tr.kind.as_ref(), Some(kind))?;
                 let ts = seq.advance(ts, None);
                 let body = plan.prepare(&SlotArgs {
                     s: scratch,
                     strings: &seq.strings,
                 });
-                open.push(uuid, Open { ts, body });
+                tr.push(ts, body);
                 Some(false)
             }
             SLICE_END => {
                 if name.is_some() || scratch.present != 0 {
                     return None;
                 }
-                let mut stack = open.get_mut_vec(uuid);
-                if let Some(Open {
-                    body: OpenBody::General { .. },
-                    ..
-                }) = stack.as_deref().and_then(|s| s.last())
-                {
-                    // The scanner path ends general slices.
-                    return None;
-                }
                 let end = seq.advance(ts, None);
-                let Some(o) = stack.as_mut().and_then(|s| s.pop()) else {
-                    return Some(false);
-                };
-                Some(emit(tracks.get(uuid), o.ts, &o.body, end, slot))
+                Some(
+                    tracks
+                        .get_mut(uuid)
+                        .is_some_and(|tr| tr.end_top(end, launches, op_by_name, slot)),
+                )
             }
             _ => None,
         }
