@@ -115,7 +115,51 @@ impl FileDecoder {
 
     /// The next record from the container given to [`Self::packet_into`]; `false` once its
     /// inner packets are all decoded.
+    #[inline]
     pub fn pending_into(&mut self, slot: &mut ReadRecord) -> Result<bool> {
+        // The hot loop: the writer's slice begins and ends, straight out of the inflated
+        // buffer, with the position in a register.
+        let FileDecoder {
+            dec,
+            inf,
+            pos,
+            end,
+            packets,
+            ..
+        } = self;
+        let buf = inf.buf().get(..*end).unwrap_or_default();
+        let mut at = *pos;
+        let mut n = 0u64;
+        let mut done = false;
+        while let Some(&[0x0A, len]) = buf.get(at..at + 2) {
+            let next = at + 2 + usize::from(len);
+            let Some(p) = buf.get(at + 2..next).filter(|_| len < 0x80) else {
+                break;
+            };
+            match dec.try_fast(p, slot) {
+                Some(d) => {
+                    at = next;
+                    n += 1;
+                    if d {
+                        done = true;
+                        break;
+                    }
+                }
+                None => break,
+            }
+        }
+        *pos = at;
+        *packets += n;
+        if done {
+            return Ok(true);
+        }
+        self.pending_slow(slot)
+    }
+
+    /// [`Self::pending_into`] past a packet the hot loop does not take: decodes it, then goes
+    /// on as that loop would (less quickly).
+    #[inline(never)]
+    fn pending_slow(&mut self, slot: &mut ReadRecord) -> Result<bool> {
         while self.pos < self.end {
             let at = self.pos;
             let fail = |what: &str| format!("{what} at byte {at} of the inflated container");

@@ -113,6 +113,8 @@ pub struct TraceReader {
     files: VecDeque<PathBuf>,
     current: Option<(PathBuf, ChunkedPackets<File>, FileDecoder)>,
     range: TimeRange,
+    /// `range` admits every record (checking it per record costs as much as a decode step).
+    all_time: bool,
     truncated: Vec<PathBuf>,
     /// Packets of the files already done.
     packets: u64,
@@ -133,6 +135,7 @@ impl TraceReader {
             files: files.into(),
             current: None,
             range,
+            all_time: range == TimeRange::all(),
             truncated: Vec::new(),
             packets: 0,
             skip_bundles: false,
@@ -223,7 +226,7 @@ impl TraceReader {
                 )
             })?;
             if more {
-                if self.range.admits(rec) {
+                if self.all_time || self.range.admits(rec) {
                     return Ok(true);
                 }
                 continue;
@@ -250,7 +253,7 @@ impl TraceReader {
                         reader.packet_start()
                     )
                 })?;
-            if done && self.range.admits(rec) {
+            if done && (self.all_time || self.range.admits(rec)) {
                 return Ok(true);
             }
         }

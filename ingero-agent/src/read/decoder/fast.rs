@@ -87,6 +87,17 @@ fn skip_varint(p: &[u8], i: &mut usize) -> Option<()> {
     Some(())
 }
 
+/// Whether `r` is exactly one varint (the machine id ending a packet): only its last byte
+/// lacks the continuation bit.
+#[inline(always)]
+fn one_varint(r: &[u8]) -> bool {
+    match r {
+        [] => false,
+        [.., last] if *last >= 0x80 || r.len() > 10 => false,
+        [head @ .., _] => head.iter().fold(0x80u8, |a, b| a & b) >= 0x80,
+    }
+}
+
 #[inline(always)]
 fn bytes<'a>(p: &'a [u8], i: &mut usize) -> Option<&'a [u8]> {
     let n = usize::try_from(varint(p, i)?).ok()?;
@@ -158,6 +169,10 @@ fn take(p: &[u8]) -> Option<(u64, &[u8])> {
     match p {
         [b, rest @ ..] if *b < 0x80 => Some((u64::from(*b), rest)),
         [b, c, rest @ ..] if *c < 0x80 => Some((u64::from(b & 0x7f) | (u64::from(*c) << 7), rest)),
+        [b, c, d, rest @ ..] if *d < 0x80 => Some((
+            u64::from(b & 0x7f) | (u64::from(c & 0x7f) << 7) | (u64::from(*d) << 14),
+            rest,
+        )),
         _ => {
             let mut i = 0;
             let v = varint_long(p, &mut i)?;
@@ -191,9 +206,7 @@ fn layout(p: &[u8]) -> Option<(u64, u64, Layout)> {
     {
         return None;
     }
-    let mut i = 0;
-    skip_varint(r, &mut i)?;
-    if i != r.len() {
+    if !one_varint(r) {
         return None;
     }
     let l = match te {

@@ -88,7 +88,7 @@ impl<T> Default for IidTable<T> {
 }
 
 impl<T> IidTable<T> {
-    #[inline]
+    #[inline(always)]
     fn get_mut(&mut self, iid: u64) -> Option<&mut T> {
         if iid < MAX_DENSE_IID {
             self.dense.get_mut(iid as usize).and_then(Option::as_mut)
@@ -97,7 +97,7 @@ impl<T> IidTable<T> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&self, iid: u64) -> Option<&T> {
         if iid < MAX_DENSE_IID {
             self.dense.get(iid as usize).and_then(Option::as_ref)
@@ -779,6 +779,17 @@ impl Decoder {
     #[cfg_attr(not(test), allow(dead_code))]
     pub(super) fn layout_hits(&self) -> u64 {
         self.layout_hits
+    }
+
+    /// The fast path alone, when enabled: `Some(true)` when `bytes` wrote a record into
+    /// `slot`, `Some(false)` when it completed none, `None` (nothing changed) when it needs
+    /// [`Self::packet`].
+    #[inline(always)]
+    pub(super) fn try_fast(&mut self, bytes: &[u8], slot: &mut ReadRecord) -> Option<bool> {
+        if self.paths != Paths::All {
+            return None;
+        }
+        self.fast(bytes, slot)
     }
 
     #[inline(always)]
