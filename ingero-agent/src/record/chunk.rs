@@ -106,8 +106,10 @@ impl ChunkWriter {
             // Compressing one oversized packet with the chunk would make a chunk of unbounded
             // size for the reader to inflate; plain, it is read like any other packet.
             self.write_chunk(start)?;
+            // Written: a failure below must not write it again on the next attempt.
+            self.raw.drain(..start);
             let file = self.file.as_mut().context("no open trace file")?;
-            file.write_all(&self.raw[start..])?;
+            file.write_all(&self.raw)?;
             self.raw.clear();
             return Ok(());
         }
@@ -176,7 +178,9 @@ impl Drop for ChunkWriter {
     /// A recorder dropped without `finish` (an error on the way out) still writes what it
     /// holds, as the buffered writer before it did; errors have nowhere to go here.
     fn drop(&mut self) {
-        if self.file.is_some() {
+        // A panic may have stopped in the middle of a packet: better lose the chunk than end
+        // the file with a corrupt one.
+        if self.file.is_some() && !std::thread::panicking() {
             let _ = self.flush_chunk();
         }
     }

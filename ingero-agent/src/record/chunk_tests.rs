@@ -217,6 +217,23 @@ fn flush_makes_what_was_written_readable() {
 }
 
 #[test]
+fn a_recorder_dropped_without_finish_still_writes_its_chunk() {
+    let dir = tmp_dir("drop");
+    let path = dir.join("d.pftrace");
+    let mut rec = Recorder::create_with(config(Some(path.clone()), None), false).expect("create");
+    for r in synth::launches(100, T0) {
+        rec.write(&r).expect("write");
+    }
+    drop(rec);
+    let calls = read_all(vec![path])
+        .iter()
+        .filter(|r| matches!(r, ReadRecord::Cuda(_)))
+        .count();
+    assert!((98..=100).contains(&calls), "{calls} calls");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_file_cut_inside_a_chunk_keeps_the_earlier_chunks() {
     let dir = tmp_dir("cut-chunk");
     let bytes = write_level(&dir, "c.pftrace", 1, &workload(20_000));
