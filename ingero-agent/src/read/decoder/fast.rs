@@ -16,6 +16,7 @@
 
 use ingero_ebpf::CudaOp;
 
+use super::memo::Action;
 use super::{
     CudaPrep, Decoder, IidTable, K, KeyEntry, NameKind, OpenBody, Plan, ReadRecord, SlotArgs,
     SlotVal, Slots, TrackKind,
@@ -181,14 +182,10 @@ fn take(p: &[u8]) -> Option<(u64, &[u8])> {
     }
 }
 
-/// Matches the writer's layouts byte by byte (see the module doc): `(timestamp, sequence id,
-/// what)`.
+/// Matches the writer's layouts byte by byte (see the module doc), past the timestamp:
+/// `(sequence id, what)`.
 #[inline(always)]
-fn layout(p: &[u8]) -> Option<(u64, u64, Layout)> {
-    let [TIMESTAMP, r @ ..] = p else {
-        return None;
-    };
-    let (ts, r) = take(r)?;
+fn layout(r: &[u8]) -> Option<(u64, Layout)> {
     // One-byte sequence ids and track event lengths: every sequence and event of this shape.
     let [SEQUENCE_ID, seq, TRACK_EVENT, n, r @ ..] = r else {
         return None;
@@ -250,7 +247,7 @@ fn layout(p: &[u8]) -> Option<(u64, u64, Layout)> {
         }
         _ => return None,
     };
-    Some((ts, u64::from(*seq), l))
+    Some((u64::from(*seq), l))
 }
 
 impl Decoder {
@@ -259,19 +256,68 @@ impl Decoder {
     /// when the packet needs the scanner path.
     #[inline(always)]
     pub(super) fn fast(&mut self, p: &[u8], slot: &mut ReadRecord) -> Option<bool> {
-        if let Some((ts, seq_id, l)) = layout(p) {
-            if let Some(done) = self.apply(ts, seq_id, l, slot) {
-                self.layout_hits += 1;
-                return Some(done);
+        if let [TIMESTAMP, r @ ..] = p {
+            if let Some((ts, rest)) = take(r) {
+                if let Some(a) = self.memo.get(rest) {
+                    if let Some(done) = self.run(ts, a, slot) {
+                        self.layout_hits += 1;
+                        return Some(done);
+                    }
+                }
+                if let Some((seq_id, l)) = layout(rest) {
+                    if let Some((done, a)) = self.apply(ts, seq_id, l, slot) {
+                        if let Some(a) = a {
+                            self.memo.put(rest, a);
+                        }
+                        self.layout_hits += 1;
+                        return Some(done);
+                    }
+                }
             }
         }
         self.fast_fields(p, slot)
     }
 
-    /// Applies a matched layout; `None` (nothing changed) when its names, track or argument
-    /// need a slower path.
+    /// Does what a remembered packet does; `None` (nothing changed) when it cannot now (no
+    /// open slice to end).
     #[inline(always)]
-    fn apply(&mut self, ts: u64, seq_id: u64, l: Layout, slot: &mut ReadRecord) -> Option<bool> {
+    fn run(&mut self, ts: u64, a: Action, slot: &mut ReadRecord) -> Option<bool> {
+        let Decoder {
+            seqs,
+            tracks,
+            launches,
+            op_by_name,
+            ..
+        } = self;
+        match a {
+            Action::End { seq, uuid } => {
+                let tr = tracks.get_mut(uuid)?;
+                if tr.open.is_empty() {
+                    return None;
+                }
+                let end = seqs.get_mut(seq)?.advance(Some(ts), None);
+                Some(tr.end_top(end, launches, op_by_name, slot))
+            }
+            Action::Launch { seq, uuid, op, idx } => {
+                let tr = tracks.get_mut(uuid)?;
+                let ts = seqs.get_mut(seq)?.advance(Some(ts), None);
+                tr.push_launch(ts, op, idx);
+                Some(false)
+            }
+        }
+    }
+
+    /// Applies a matched layout; `None` (nothing changed) when its names, track or argument
+    /// need a slower path. With the result, what to remember for the same bytes (a slice
+    /// end, or a launch whose configuration is in the launch table).
+    #[inline(always)]
+    fn apply(
+        &mut self,
+        ts: u64,
+        seq_id: u64,
+        l: Layout,
+        slot: &mut ReadRecord,
+    ) -> Option<(bool, Option<Action>)> {
         let Decoder {
             seqs,
             tracks,
@@ -289,7 +335,8 @@ impl Decoder {
                     return None;
                 }
                 let end = seq.advance(Some(ts), None);
-                Some(tr.end_top(end, launches, op_by_name, slot))
+                let done = tr.end_top(end, launches, op_by_name, slot);
+                Some((done, Some(Action::End { seq: seq_id, uuid })))
             }
             Layout::Begin1 {
                 uuid,
@@ -316,7 +363,16 @@ impl Decoder {
                 };
                 let ts = seq.advance(Some(ts), None);
                 match launch {
-                    Some(idx) => tr.push_launch(ts, op, idx),
+                    Some(idx) => {
+                        tr.push_launch(ts, op, idx);
+                        let a = Action::Launch {
+                            seq: seq_id,
+                            uuid,
+                            op,
+                            idx,
+                        };
+                        return Some((false, Some(a)));
+                    }
                     None => {
                         scratch.clear();
                         scratch.put(k, value, SlotVal::StrIid);
@@ -330,7 +386,7 @@ impl Decoder {
                         tr.push(ts, OpenBody::Cuda(prep));
                     }
                 }
-                Some(false)
+                Some((false, None))
             }
         }
     }

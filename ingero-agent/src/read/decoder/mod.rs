@@ -11,6 +11,7 @@
 //! takes the general path, which resolves arguments by name.
 
 mod fast;
+mod memo;
 mod slices;
 
 use std::sync::Arc;
@@ -702,6 +703,8 @@ pub(super) struct Decoder {
     paths: Paths,
     /// Packets decoded by the byte-layout match (tests check the writer's layout hits it).
     layout_hits: u64,
+    /// What the fast path decided for the writer's repeated packets.
+    memo: memo::Memo,
     /// Set by the caller while it feeds the packets of a `compressed_packets` bundle.
     pub(super) in_bundle: bool,
     pub(super) clocks: ClocksSeen,
@@ -808,6 +811,8 @@ impl Decoder {
 
     #[inline(never)]
     fn packet_slow<'a>(&mut self, bytes: &'a [u8], slot: &mut ReadRecord) -> Result<Step<'a>> {
+        // It may change the tables the memo's decisions were made on.
+        self.memo.clear();
         self.packet_inner(bytes, slot).context("decoding a packet")
     }
 
