@@ -117,8 +117,18 @@ impl FileDecoder {
     /// inner packets are all decoded.
     #[inline]
     pub fn pending_into(&mut self, slot: &mut ReadRecord) -> Result<bool> {
-        // The hot loop: the writer's slice begins and ends, straight out of the inflated
-        // buffer, with the position in a register.
+        if self.hot_into(slot) {
+            return Ok(true);
+        }
+        self.pending_slow(slot)
+    }
+
+    /// The hot loop: the writer's slice begins and ends, straight out of the inflated buffer,
+    /// with the position in a register. `true` when it wrote a record into `slot`; `false`
+    /// at the end of the container or at a packet it does not take (which
+    /// [`Self::pending_into`] then decodes).
+    #[inline(always)]
+    pub(super) fn hot_into(&mut self, slot: &mut ReadRecord) -> bool {
         let FileDecoder {
             dec,
             inf,
@@ -150,10 +160,7 @@ impl FileDecoder {
         }
         *pos = at;
         *packets += n;
-        if done {
-            return Ok(true);
-        }
-        self.pending_slow(slot)
+        done
     }
 
     /// [`Self::pending_into`] past a packet the hot loop does not take: decodes it, then goes

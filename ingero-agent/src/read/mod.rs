@@ -194,6 +194,19 @@ impl TraceReader {
     /// at the end of the recording, when `rec` holds no meaningful record. An error ends the
     /// stream, as with the iterator.
     pub fn next_into(&mut self, rec: &mut ReadRecord) -> Result<bool> {
+        // Most records come straight from the hot loop over the current container.
+        if self.all_time {
+            if let Some((_, _, decoder)) = self.current.as_mut() {
+                if decoder.hot_into(rec) {
+                    return Ok(true);
+                }
+            }
+        }
+        self.next_slow(rec)
+    }
+
+    #[inline(never)]
+    fn next_slow(&mut self, rec: &mut ReadRecord) -> Result<bool> {
         let r = self.next_inner(rec);
         if r.is_err() {
             // The file's state can no longer be trusted.
