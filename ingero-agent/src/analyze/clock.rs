@@ -1,55 +1,11 @@
-//! The recording's wall clock: how REALTIME relates to the trace clock (CLOCK_MONOTONIC), read
-//! from the first ClockSnapshot of the first file, and turning user times ([`TimeSpec`]) into
-//! points on the trace clock.
-//!
-//! The reader does not yield clock snapshots, so the first few packets are read here directly;
-//! when none is found the session packet's `started_realtime_ns` stands in (taken when the
-//! recorder was created, so off by the time until the first record).
-
-use std::fs::File;
-use std::io::BufReader;
-use std::path::Path;
+//! The recording's wall clock: how REALTIME relates to the trace clock (CLOCK_MONOTONIC), from
+//! the first ClockSnapshot the first pass meets (`TraceReader::first_realtime_offset`; when
+//! there is none the session packet's `started_realtime_ns` stands in), and turning user times
+//! ([`TimeSpec`]) into points on the trace clock.
 
 use anyhow::{Context, Result};
-use prost::Message;
 
 use super::timespec::{self, TimeSpec};
-use crate::read::PacketReader;
-use crate::record::proto::{TracePacket, clock_id};
-
-/// How many packets to look through for the first snapshot (it is in the first packet).
-const SNAPSHOT_SEARCH_PACKETS: usize = 64;
-
-/// REALTIME minus MONOTONIC, from the first clock snapshot of `file`.
-pub fn realtime_offset(file: &Path) -> Result<Option<i128>> {
-    let f = File::open(file).with_context(|| format!("opening {}", file.display()))?;
-    let mut reader = PacketReader::new(BufReader::new(f));
-    let mut buf = Vec::new();
-    for _ in 0..SNAPSHOT_SEARCH_PACKETS {
-        if !reader
-            .next_into(&mut buf)
-            .with_context(|| format!("reading {}", file.display()))?
-        {
-            break;
-        }
-        let Ok(pkt) = TracePacket::decode(buf.as_slice()) else {
-            continue;
-        };
-        let Some(cs) = pkt.clock_snapshot else {
-            continue;
-        };
-        let at = |id: u32| {
-            cs.clocks
-                .iter()
-                .find(|c| c.clock_id == Some(id))
-                .and_then(|c| c.timestamp)
-        };
-        if let (Some(mono), Some(real)) = (at(clock_id::MONOTONIC), at(clock_id::REALTIME)) {
-            return Ok(Some(i128::from(real) - i128::from(mono)));
-        }
-    }
-    Ok(None)
-}
 
 /// The recording's extent on the trace clock and its relation to wall time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

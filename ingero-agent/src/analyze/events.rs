@@ -117,7 +117,7 @@ pub fn write(an: &Analysis, format: EventFormat, out: &mut dyn Write) -> Result<
             EventFormat::Json => {
                 let v = json!({
                     "kind": kind, "ts_ns": ts, "duration_ns": dur, "pid": thread.pid,
-                    "tid": thread.tid, "thread": thread.name, "op": op, "ret": ret,
+                    "tid": thread.tid, "thread": &*thread.name, "op": op, "ret": ret,
                     "args": args, "labels": labels,
                 });
                 writeln!(out, "{v}")

@@ -1,12 +1,13 @@
 //! The first pass over a recording: its extent on the trace clock, its wall-clock reference,
 //! the session description and every label interval ([`LabelIndex`]). Memory grows with the
-//! number of annotations, not events.
+//! number of annotations, not events; time too, for compressed recordings, whose chunks this
+//! pass skips (everything it needs is written outside them).
 
 use std::path::PathBuf;
 
 use anyhow::Result;
 
-use super::clock::{self, TraceClock};
+use super::clock::TraceClock;
 use super::labels::LabelIndex;
 use crate::read::{ReadRecord, SessionRecord, TimeRange, TraceReader, empty_record};
 
@@ -28,7 +29,10 @@ impl TraceIndex {
         let mut session = None;
         let (mut start, mut end) = (u64::MAX, 0u64);
         let mut records = 0u64;
-        let mut reader = TraceReader::from_files(files.clone(), TimeRange::all());
+        // Only the packets outside the compressed chunks: labels, session, statistics and the
+        // clock snapshots the writer puts after every chunk. The chunks (CUDA calls,
+        // scheduling) are skipped unopened; older or uncompressed files are read whole.
+        let mut reader = TraceReader::from_files(files.clone(), TimeRange::all()).skip_bundles();
         // One slot reused for every record: the scan allocates nothing per event.
         let mut rec = empty_record();
         while reader.next_into(&mut rec)? {
@@ -50,15 +54,16 @@ impl TraceIndex {
             end = end.max(b);
         }
         labels.seal();
+        if let Some((first, last)) = reader.plain_clock_bounds() {
+            start = start.min(first);
+            end = end.max(last);
+        }
         if start > end {
             // No timed records at all: an empty recording.
             start = session.as_ref().map_or(0, |s| s.ts_ns);
             end = start;
         }
-        let offset = match files.first() {
-            Some(f) => clock::realtime_offset(f)?,
-            None => None,
-        };
+        let offset = reader.first_realtime_offset();
         let fallback = session.as_ref().and_then(|s| {
             (s.started_realtime_ns != 0)
                 .then(|| i128::from(s.started_realtime_ns) - i128::from(s.ts_ns))

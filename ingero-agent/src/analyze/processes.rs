@@ -53,9 +53,10 @@ impl ProcStats {
         // The main thread's name is the process's; other threads only until it shows up.
         if (self.name.is_empty() || c.thread.pid == c.thread.tid)
             && !c.thread.name.is_empty()
-            && self.name != c.thread.name
+            && *self.name != *c.thread.name
         {
-            self.name.clone_from(&c.thread.name);
+            self.name.clear();
+            self.name.push_str(&c.thread.name);
         }
         let end = c.ts_ns + c.duration_ns;
         if self.calls == 0 || c.ts_ns < self.first_ns {

@@ -85,7 +85,7 @@ impl<R: BufRead> ExpandedPackets<R> {
 
 /// The zlib stream of a `compressed_packets` container; `None` for a plain packet (or one
 /// that does not scan, which the decoder reports).
-fn compressed(p: &[u8]) -> Option<&[u8]> {
+pub(super) fn compressed(p: &[u8]) -> Option<&[u8]> {
     let mut c = Cur::new(p);
     let mut z = None;
     while let Ok(Some((num, w))) = c.field() {

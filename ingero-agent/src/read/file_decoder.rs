@@ -1,10 +1,11 @@
 //! [`FileDecoder`]: the public per-file decoder. Feeds plain packets to the decoder and
 //! expands `compressed_packets` containers: their inner packets are decoded in order, as if
-//! they stood in the file in place of the container.
+//! they stood in the file in place of the container. In skim mode containers are skipped
+//! unopened (the first pass of an analysis reads only what the writer keeps outside them).
 
 use anyhow::{Context, Result, bail};
 
-use super::decoder::{Decoder, Paths, Step};
+use super::decoder::{ClocksSeen, Decoder, Paths, Step};
 use super::inflate::Inflater;
 use super::types::ReadRecord;
 
@@ -16,6 +17,8 @@ pub struct FileDecoder {
     pos: usize,
     end: usize,
     packets: u64,
+    skip_bundles: bool,
+    bundles_skipped: u64,
 }
 
 impl Default for FileDecoder {
@@ -37,7 +40,24 @@ impl FileDecoder {
             pos: 0,
             end: 0,
             packets: 0,
+            skip_bundles: false,
+            bundles_skipped: 0,
         }
+    }
+
+    /// Skips `compressed_packets` containers without inflating them (framing only).
+    pub fn skip_bundles(&mut self, yes: bool) {
+        self.skip_bundles = yes;
+    }
+
+    /// Containers skipped so far.
+    pub fn bundles_skipped(&self) -> u64 {
+        self.bundles_skipped
+    }
+
+    /// What the clock snapshots said so far (see [`ClocksSeen`]).
+    pub fn clocks(&self) -> ClocksSeen {
+        self.dec.clocks
     }
 
     /// Packets the fast path's byte-layout match decoded so far.
@@ -74,7 +94,12 @@ impl FileDecoder {
         if self.pos < self.end {
             bail!("a packet was given before the previous container's records were read");
         }
+        if self.skip_bundles && super::expand::compressed(bytes).is_some() {
+            self.bundles_skipped += 1;
+            return Ok(false);
+        }
         self.packets += 1;
+        self.dec.in_bundle = false;
         match self.dec.packet(bytes, slot)? {
             Step::Nothing => Ok(false),
             Step::Record => Ok(true),
@@ -82,6 +107,7 @@ impl FileDecoder {
                 self.packets -= 1;
                 self.end = self.inf.inflate(z)?;
                 self.pos = 0;
+                self.dec.in_bundle = true;
                 self.pending_into(slot)
             }
         }
@@ -89,7 +115,58 @@ impl FileDecoder {
 
     /// The next record from the container given to [`Self::packet_into`]; `false` once its
     /// inner packets are all decoded.
+    #[inline]
     pub fn pending_into(&mut self, slot: &mut ReadRecord) -> Result<bool> {
+        if self.hot_into(slot) {
+            return Ok(true);
+        }
+        self.pending_slow(slot)
+    }
+
+    /// The hot loop: the writer's slice begins and ends, straight out of the inflated buffer,
+    /// with the position in a register. `true` when it wrote a record into `slot`; `false`
+    /// at the end of the container or at a packet it does not take (which
+    /// [`Self::pending_into`] then decodes).
+    #[inline(always)]
+    pub(super) fn hot_into(&mut self, slot: &mut ReadRecord) -> bool {
+        let FileDecoder {
+            dec,
+            inf,
+            pos,
+            end,
+            packets,
+            ..
+        } = self;
+        let buf = inf.buf().get(..*end).unwrap_or_default();
+        let mut at = *pos;
+        let mut n = 0u64;
+        let mut done = false;
+        while let Some(&[0x0A, len]) = buf.get(at..at + 2) {
+            let next = at + 2 + usize::from(len);
+            let Some(p) = buf.get(at + 2..next).filter(|_| len < 0x80) else {
+                break;
+            };
+            match dec.try_fast(p, slot) {
+                Some(d) => {
+                    at = next;
+                    n += 1;
+                    if d {
+                        done = true;
+                        break;
+                    }
+                }
+                None => break,
+            }
+        }
+        *pos = at;
+        *packets += n;
+        done
+    }
+
+    /// [`Self::pending_into`] past a packet the hot loop does not take: decodes it, then goes
+    /// on as that loop would (less quickly).
+    #[inline(never)]
+    fn pending_slow(&mut self, slot: &mut ReadRecord) -> Result<bool> {
         while self.pos < self.end {
             let at = self.pos;
             let fail = |what: &str| format!("{what} at byte {at} of the inflated container");

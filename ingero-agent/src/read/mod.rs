@@ -22,8 +22,12 @@
 //! - `compressed_packets` containers (zlib) are inflated one at a time and their packets
 //!   decoded as if they stood in the file in their place; files may mix both. A corrupt
 //!   container is an error naming the file and its offset.
-//! - Fast scans: [`TraceReader::next_into`] reuses one record's allocations (the thread name,
-//!   `next_comm`) from call to call; the iterator hands out fresh records.
+//! - Fast scans: [`TraceReader::next_into`] reuses one record's allocations (`next_comm`)
+//!   from call to call; the iterator hands out fresh records. Thread names are shared
+//!   (`Arc<str>`) with the reader's track table.
+//! - Skim mode ([`TraceReader::skip_bundles`]) skips containers unopened and yields only the
+//!   plain packets' records; [`TraceReader::plain_clock_bounds`] then bounds the recording's
+//!   time from the plain clock snapshots the writer puts around every container.
 //! - Slices come out when they end: records are in end order on the main sequence, and late
 //!   records (written after later ones) come where they were written.
 //! - The time filter keeps records whose interval overlaps the range; session and statistics
@@ -36,12 +40,14 @@ mod framing;
 mod inflate;
 mod scan;
 #[cfg(test)]
+mod skim_tests;
+#[cfg(test)]
 mod tests;
 mod types;
 
 #[cfg(test)]
 use decoder::Paths;
-pub use decoder::empty_record;
+pub use decoder::{ClocksSeen, empty_record};
 pub use expand::ExpandedPackets;
 pub use file_decoder::FileDecoder;
 pub use framing::{ChunkedPackets, PacketReader};
@@ -107,9 +113,16 @@ pub struct TraceReader {
     files: VecDeque<PathBuf>,
     current: Option<(PathBuf, ChunkedPackets<File>, FileDecoder)>,
     range: TimeRange,
+    /// `range` admits every record (checking it per record costs as much as a decode step).
+    all_time: bool,
     truncated: Vec<PathBuf>,
     /// Packets of the files already done.
     packets: u64,
+    skip_bundles: bool,
+    /// Containers skipped in the files already done.
+    bundles_skipped: u64,
+    /// What the clock snapshots of the files already done said.
+    clocks: ClocksSeen,
 }
 
 impl TraceReader {
@@ -122,9 +135,47 @@ impl TraceReader {
             files: files.into(),
             current: None,
             range,
+            all_time: range == TimeRange::all(),
             truncated: Vec::new(),
             packets: 0,
+            skip_bundles: false,
+            bundles_skipped: 0,
+            clocks: ClocksSeen::default(),
         }
+    }
+
+    /// Skim mode: `compressed_packets` containers are skipped without being inflated or
+    /// decoded; every other packet is decoded as usual. The writer keeps what an analysis's
+    /// first pass needs (session, statistics, labels, annotations, track descriptors,
+    /// counters, clock snapshots) outside its containers, so this reads only that.
+    pub fn skip_bundles(mut self) -> Self {
+        self.skip_bundles = true;
+        self
+    }
+
+    /// Containers skipped so far (skim mode).
+    pub fn bundles_skipped(&self) -> u64 {
+        self.bundles_skipped + self.current.as_ref().map_or(0, |c| c.2.bundles_skipped())
+    }
+
+    /// Min and max MONOTONIC timestamp of the clock snapshots read so far outside containers
+    /// (in either mode).
+    pub fn plain_clock_bounds(&self) -> Option<(u64, u64)> {
+        self.clocks_seen().plain_bounds
+    }
+
+    /// REALTIME − MONOTONIC (ns) of the first clock snapshot with both clocks, inside or
+    /// outside containers, in file order.
+    pub fn first_realtime_offset(&self) -> Option<i128> {
+        self.clocks_seen().realtime_offset
+    }
+
+    fn clocks_seen(&self) -> ClocksSeen {
+        let mut c = self.clocks;
+        if let Some(cur) = &self.current {
+            c.merge(&cur.2.clocks());
+        }
+        c
     }
 
     /// Files that ended inside a packet (so far).
@@ -143,6 +194,19 @@ impl TraceReader {
     /// at the end of the recording, when `rec` holds no meaningful record. An error ends the
     /// stream, as with the iterator.
     pub fn next_into(&mut self, rec: &mut ReadRecord) -> Result<bool> {
+        // Most records come straight from the hot loop over the current container.
+        if self.all_time {
+            if let Some((_, _, decoder)) = self.current.as_mut() {
+                if decoder.hot_into(rec) {
+                    return Ok(true);
+                }
+            }
+        }
+        self.next_slow(rec)
+    }
+
+    #[inline(never)]
+    fn next_slow(&mut self, rec: &mut ReadRecord) -> Result<bool> {
         let r = self.next_inner(rec);
         if r.is_err() {
             // The file's state can no longer be trusted.
@@ -160,7 +224,9 @@ impl TraceReader {
                 };
                 let file =
                     File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-                self.current = Some((path, ChunkedPackets::new(file), FileDecoder::new()));
+                let mut decoder = FileDecoder::new();
+                decoder.skip_bundles(self.skip_bundles);
+                self.current = Some((path, ChunkedPackets::new(file), decoder));
             }
             let Some((path, reader, decoder)) = self.current.as_mut() else {
                 continue;
@@ -173,7 +239,7 @@ impl TraceReader {
                 )
             })?;
             if more {
-                if self.range.admits(rec) {
+                if self.all_time || self.range.admits(rec) {
                     return Ok(true);
                 }
                 continue;
@@ -186,6 +252,8 @@ impl TraceReader {
                     self.truncated.push(path.clone());
                 }
                 self.packets += decoder.packets();
+                self.bundles_skipped += decoder.bundles_skipped();
+                self.clocks.merge(&decoder.clocks());
                 self.current = None;
                 continue;
             };
@@ -198,7 +266,7 @@ impl TraceReader {
                         reader.packet_start()
                     )
                 })?;
-            if done && self.range.admits(rec) {
+            if done && (self.all_time || self.range.admits(rec)) {
                 return Ok(true);
             }
         }

@@ -1,6 +1,8 @@
 //! The typed records the reader yields. CUDA calls, off-CPU intervals and spans come out when
 //! their slice ends (so with their duration); instants and counters when they occur.
 
+use std::sync::Arc;
+
 use ingero_ebpf::{CudaOp, OffCpuReason};
 
 use crate::decode::{CudaArgs, ProcessOp};
@@ -12,8 +14,9 @@ use crate::timeline::record::AnnotationRecord;
 pub struct ThreadRef {
     pub pid: u32,
     pub tid: u32,
-    /// The thread's name as recorded in its descriptor.
-    pub name: String,
+    /// The thread's name as recorded in its descriptor, shared with the reader's track table
+    /// (records of one thread do not each copy it).
+    pub name: Arc<str>,
 }
 
 /// One CUDA runtime call.

@@ -27,7 +27,12 @@ pub const HEALTHY: u32 = 6_000_004;
 pub const CLEAN: u32 = 6_000_005;
 
 /// Writes `records` (sorted by time here) to a fresh file named after the test.
-pub fn write(name: &str, mut records: Vec<TimelineRecord>) -> PathBuf {
+pub fn write(name: &str, records: Vec<TimelineRecord>) -> PathBuf {
+    write_at(name, records, RecorderConfig::default().compression_level)
+}
+
+/// [`write`] at a compression level (0: no chunks, the first pass reads everything).
+pub fn write_at(name: &str, mut records: Vec<TimelineRecord>, compression_level: u32) -> PathBuf {
     records.sort_by_key(TimelineRecord::ts_ns);
     let dir = std::env::temp_dir().join(format!("ingero-analyze-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -40,6 +45,7 @@ pub fn write(name: &str, mut records: Vec<TimelineRecord>) -> PathBuf {
         },
         chown_to_sudo_user: false,
         machine_id: Some(7),
+        compression_level,
         ..Default::default()
     };
     let mut rec = Recorder::create_with(cfg, false).expect("recorder");

@@ -276,3 +276,37 @@ fn clean_trace_has_no_findings() {
     assert_eq!(e["findings"], Value::Array(Vec::new()), "{e:#}");
     assert!(e["events"].as_u64().unwrap_or(0) > 900);
 }
+
+#[test]
+fn the_first_pass_skipping_chunks_learns_what_a_full_read_does() {
+    let chunked = fixtures::write("first-pass-chunked", fixtures::training());
+    let plain = fixtures::write_at("first-pass-plain", fixtures::training(), 0);
+    let spec = SelectionSpec::default();
+    let (a, b) = (
+        fixtures::open(&chunked, &spec),
+        fixtures::open(&plain, &spec),
+    );
+    let (ca, cb) = (a.index.clock, b.index.clock);
+    assert_eq!(
+        (ca.start_ns, ca.end_ns),
+        (cb.start_ns, cb.end_ns),
+        "same extent"
+    );
+    // Each recording measured the wall clock when it was written: equal to within the reads.
+    let (oa, ob) = (
+        ca.real_minus_mono.expect("wall"),
+        cb.real_minus_mono.expect("wall"),
+    );
+    assert!((oa - ob).abs() < 1_000_000, "{oa} vs {ob}");
+    assert!(
+        a.index.records < b.index.records / 10,
+        "the chunks were skipped: {} vs {} records",
+        a.index.records,
+        b.index.records
+    );
+    let by_step = QueryMode::GroupBy(vec!["step".into()]);
+    let q = |an| analyze::query(an, &by_step).expect("query").json();
+    assert_eq!(q(&a), q(&b));
+    let e = |an| analyze::explain(an, None).expect("explain").json();
+    assert_eq!(e(&a), e(&b));
+}

@@ -16,11 +16,11 @@
 
 use ingero_ebpf::CudaOp;
 
+use super::memo::Action;
 use super::{
-    CudaPrep, Decoder, IidTable, K, KeyEntry, NameKind, Open, OpenBody, Plan, ReadRecord, SlotArgs,
-    SlotVal, Slots, TrackKind, emit,
+    CudaPrep, Decoder, IidTable, K, KeyEntry, NameKind, OpenBody, Plan, ReadRecord, SlotArgs,
+    SlotVal, Slots, TrackKind,
 };
-use crate::decode::CudaArgs;
 use crate::record::proto::SEQ_INCREMENTAL_STATE_CLEARED;
 
 /// `TracePacket` tags.
@@ -86,6 +86,17 @@ fn skip_varint(p: &[u8], i: &mut usize) -> Option<()> {
     let n = rest.iter().position(|b| *b < 0x80)?;
     *i += n + 1;
     Some(())
+}
+
+/// Whether `r` is exactly one varint (the machine id ending a packet): only its last byte
+/// lacks the continuation bit.
+#[inline(always)]
+fn one_varint(r: &[u8]) -> bool {
+    match r {
+        [] => false,
+        [.., last] if *last >= 0x80 || r.len() > 10 => false,
+        [head @ .., _] => head.iter().fold(0x80u8, |a, b| a & b) >= 0x80,
+    }
 }
 
 #[inline(always)]
@@ -159,6 +170,10 @@ fn take(p: &[u8]) -> Option<(u64, &[u8])> {
     match p {
         [b, rest @ ..] if *b < 0x80 => Some((u64::from(*b), rest)),
         [b, c, rest @ ..] if *c < 0x80 => Some((u64::from(b & 0x7f) | (u64::from(*c) << 7), rest)),
+        [b, c, d, rest @ ..] if *d < 0x80 => Some((
+            u64::from(b & 0x7f) | (u64::from(c & 0x7f) << 7) | (u64::from(*d) << 14),
+            rest,
+        )),
         _ => {
             let mut i = 0;
             let v = varint_long(p, &mut i)?;
@@ -167,14 +182,10 @@ fn take(p: &[u8]) -> Option<(u64, &[u8])> {
     }
 }
 
-/// Matches the writer's layouts byte by byte (see the module doc): `(timestamp, sequence id,
-/// what)`.
+/// Matches the writer's layouts byte by byte (see the module doc), past the timestamp:
+/// `(sequence id, what)`.
 #[inline(always)]
-fn layout(p: &[u8]) -> Option<(u64, u64, Layout)> {
-    let [TIMESTAMP, r @ ..] = p else {
-        return None;
-    };
-    let (ts, r) = take(r)?;
+fn layout(r: &[u8]) -> Option<(u64, Layout)> {
     // One-byte sequence ids and track event lengths: every sequence and event of this shape.
     let [SEQUENCE_ID, seq, TRACK_EVENT, n, r @ ..] = r else {
         return None;
@@ -192,9 +203,7 @@ fn layout(p: &[u8]) -> Option<(u64, u64, Layout)> {
     {
         return None;
     }
-    let mut i = 0;
-    skip_varint(r, &mut i)?;
-    if i != r.len() {
+    if !one_varint(r) {
         return None;
     }
     let l = match te {
@@ -238,7 +247,7 @@ fn layout(p: &[u8]) -> Option<(u64, u64, Layout)> {
         }
         _ => return None,
     };
-    Some((ts, u64::from(*seq), l))
+    Some((u64::from(*seq), l))
 }
 
 impl Decoder {
@@ -247,39 +256,87 @@ impl Decoder {
     /// when the packet needs the scanner path.
     #[inline(always)]
     pub(super) fn fast(&mut self, p: &[u8], slot: &mut ReadRecord) -> Option<bool> {
-        if let Some((ts, seq_id, l)) = layout(p) {
-            if let Some(done) = self.apply(ts, seq_id, l, slot) {
-                self.layout_hits += 1;
-                return Some(done);
+        if let [TIMESTAMP, r @ ..] = p {
+            if let Some((ts, rest)) = take(r) {
+                if let Some(a) = self.memo.get(rest) {
+                    if let Some(done) = self.run(ts, a, slot) {
+                        self.layout_hits += 1;
+                        return Some(done);
+                    }
+                }
+                if let Some((seq_id, l)) = layout(rest) {
+                    if let Some((done, a)) = self.apply(ts, seq_id, l, slot) {
+                        if let Some(a) = a {
+                            self.memo.put(rest, a);
+                        }
+                        self.layout_hits += 1;
+                        return Some(done);
+                    }
+                }
             }
         }
         self.fast_fields(p, slot)
     }
 
-    /// Applies a matched layout; `None` (nothing changed) when its names, track or argument
-    /// need a slower path.
+    /// Does what a remembered packet does; `None` (nothing changed) when it cannot now (no
+    /// open slice to end).
     #[inline(always)]
-    fn apply(&mut self, ts: u64, seq_id: u64, l: Layout, slot: &mut ReadRecord) -> Option<bool> {
+    fn run(&mut self, ts: u64, a: Action, slot: &mut ReadRecord) -> Option<bool> {
         let Decoder {
             seqs,
             tracks,
-            open,
+            launches,
+            op_by_name,
+            ..
+        } = self;
+        match a {
+            Action::End { seq, uuid } => {
+                let tr = tracks.get_mut(uuid)?;
+                if tr.open.is_empty() {
+                    return None;
+                }
+                let end = seqs.get_mut(seq)?.advance(Some(ts), None);
+                Some(tr.end_top(end, launches, op_by_name, slot))
+            }
+            Action::Launch { seq, uuid, op, idx } => {
+                let tr = tracks.get_mut(uuid)?;
+                let ts = seqs.get_mut(seq)?.advance(Some(ts), None);
+                tr.push_launch(ts, op, idx);
+                Some(false)
+            }
+        }
+    }
+
+    /// Applies a matched layout; `None` (nothing changed) when its names, track or argument
+    /// need a slower path. With the result, what to remember for the same bytes (a slice
+    /// end, or a launch whose configuration is in the launch table).
+    #[inline(always)]
+    fn apply(
+        &mut self,
+        ts: u64,
+        seq_id: u64,
+        l: Layout,
+        slot: &mut ReadRecord,
+    ) -> Option<(bool, Option<Action>)> {
+        let Decoder {
+            seqs,
+            tracks,
+            launches,
+            op_by_name,
             scratch,
             ..
         } = self;
         let seq = seqs.get_mut(seq_id)?;
         match l {
             Layout::End { uuid } => {
-                let stack = open.get_mut_vec(uuid)?;
-                let o = stack.last()?;
-                if let OpenBody::General { .. } = o.body {
+                let tr = tracks.get_mut(uuid)?;
+                // No open slice: the general path counts the clock all the same.
+                if tr.open.is_empty() {
                     return None;
                 }
                 let end = seq.advance(Some(ts), None);
-                // Emitted from its place on the stack, then dropped there: no copies.
-                let done = emit(tracks.get(uuid), o.ts, &o.body, end, slot);
-                stack.truncate(stack.len() - 1);
-                Some(done)
+                let done = tr.end_top(end, launches, op_by_name, slot);
+                Some((done, Some(Action::End { seq: seq_id, uuid })))
             }
             Layout::Begin1 {
                 uuid,
@@ -290,7 +347,8 @@ impl Decoder {
                 let NameKind::Op(op) = seq.names.get(name)?.kind else {
                     return None;
                 };
-                let Some(TrackKind::Thread(_)) = tracks.get(uuid) else {
+                let tr = tracks.get_mut(uuid)?;
+                let Some(TrackKind::Thread(_)) = tr.kind else {
                     return None;
                 };
                 let k = seq.debug_names.get(key)?.slot?;
@@ -300,43 +358,35 @@ impl Decoder {
                         CudaOp::LaunchKernel
                         | CudaOp::LaunchCooperativeKernel
                         | CudaOp::LaunchKernelExC,
-                    ) => seq.strings.get(value).and_then(|e| e.launch),
+                    ) => seq.strings.get(value).and_then(|e| e.launch_idx),
                     _ => None,
                 };
-                let prep = match launch {
-                    Some(l) => CudaPrep {
-                        op,
-                        ret: 0,
-                        args: CudaArgs::Launch {
-                            func: l.func,
-                            grid: l.grid,
-                            block: l.block,
-                            shared_mem: l.shared_mem,
-                            stream: l.stream,
-                        },
-                        clamped: None,
-                    },
+                let ts = seq.advance(Some(ts), None);
+                match launch {
+                    Some(idx) => {
+                        tr.push_launch(ts, op, idx);
+                        let a = Action::Launch {
+                            seq: seq_id,
+                            uuid,
+                            op,
+                            idx,
+                        };
+                        return Some((false, Some(a)));
+                    }
                     None => {
                         scratch.clear();
                         scratch.put(k, value, SlotVal::StrIid);
-                        CudaPrep::new(
+                        let prep = CudaPrep::new(
                             op,
                             &SlotArgs {
                                 s: scratch,
                                 strings: &seq.strings,
                             },
-                        )
+                        );
+                        tr.push(ts, OpenBody::Cuda(prep));
                     }
-                };
-                let ts = seq.advance(Some(ts), None);
-                open.push(
-                    uuid,
-                    Open {
-                        ts,
-                        body: OpenBody::Cuda(prep),
-                    },
-                );
-                Some(false)
+                }
+                Some((false, None))
             }
         }
     }
@@ -372,7 +422,8 @@ impl Decoder {
         let Decoder {
             seqs,
             tracks,
-            open,
+            launches,
+            op_by_name,
             scratch,
             ..
         } = self;
@@ -399,33 +450,26 @@ impl Decoder {
         match ty {
             SLICE_BEGIN => {
                 let kind = seq.names.get(name?)?.kind;
-                let plan = Plan::of(tracks.get(uuid), Some(kind))?;
+                let tr = tracks.get_mut(uuid)?;
+                let plan = Plan::of(tr.kind.as_ref(), Some(kind))?;
                 let ts = seq.advance(ts, None);
                 let body = plan.prepare(&SlotArgs {
                     s: scratch,
                     strings: &seq.strings,
                 });
-                open.push(uuid, Open { ts, body });
+                tr.push(ts, body);
                 Some(false)
             }
             SLICE_END => {
                 if name.is_some() || scratch.present != 0 {
                     return None;
                 }
-                let mut stack = open.get_mut_vec(uuid);
-                if let Some(Open {
-                    body: OpenBody::General { .. },
-                    ..
-                }) = stack.as_deref().and_then(|s| s.last())
-                {
-                    // The scanner path ends general slices.
-                    return None;
-                }
                 let end = seq.advance(ts, None);
-                let Some(o) = stack.as_mut().and_then(|s| s.pop()) else {
-                    return Some(false);
-                };
-                Some(emit(tracks.get(uuid), o.ts, &o.body, end, slot))
+                Some(
+                    tracks
+                        .get_mut(uuid)
+                        .is_some_and(|tr| tr.end_top(end, launches, op_by_name, slot)),
+                )
             }
             _ => None,
         }

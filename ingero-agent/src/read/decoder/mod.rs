@@ -11,16 +11,18 @@
 //! takes the general path, which resolves arguments by name.
 
 mod fast;
+mod memo;
+mod slices;
 
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use ingero_ebpf::{CudaOp, OffCpuReason};
 
+use self::slices::Track;
 use super::scan::{self, Cur, Wire, text};
 use super::types::{
-    CounterKind, CounterSample, CudaCallRecord, LabelInterval, LifecycleRecord, OffCpuRecord,
-    ReadRecord, SessionRecord, ThreadRef,
+    CounterKind, CounterSample, LifecycleRecord, ReadRecord, SessionRecord, ThreadRef,
 };
 use crate::decode::{CudaArgs, MemcpyKind, ProcessOp};
 use crate::record::proto::{SEQ_INCREMENTAL_STATE_CLEARED, clock_id, event_type};
@@ -87,7 +89,7 @@ impl<T> Default for IidTable<T> {
 }
 
 impl<T> IidTable<T> {
-    #[inline]
+    #[inline(always)]
     fn get_mut(&mut self, iid: u64) -> Option<&mut T> {
         if iid < MAX_DENSE_IID {
             self.dense.get_mut(iid as usize).and_then(Option::as_mut)
@@ -96,7 +98,7 @@ impl<T> IidTable<T> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&self, iid: u64) -> Option<&T> {
         if iid < MAX_DENSE_IID {
             self.dense.get(iid as usize).and_then(Option::as_ref)
@@ -226,15 +228,24 @@ struct StrEntry {
     dim: Option<[u32; 3]>,
     kind: MemcpyKind,
     launch: Option<LaunchConfig>,
+    /// Where `launch` is in the decoder's launch table (open launches refer to it).
+    launch_idx: Option<u32>,
 }
 
 impl StrEntry {
-    fn new(text: Arc<str>) -> StrEntry {
+    fn new(text: Arc<str>, launches: &mut Vec<LaunchConfig>) -> StrEntry {
+        let launch = schema::parse_launch(&text);
+        let launch_idx = launch.and_then(|l| {
+            let idx = u32::try_from(launches.len()).ok()?;
+            launches.push(l);
+            Some(idx)
+        });
         StrEntry {
             num: parse_num(&text),
             dim: schema::parse_dim3(&text),
             kind: memcpy_kind(&text),
-            launch: schema::parse_launch(&text),
+            launch,
+            launch_idx,
             text,
         }
     }
@@ -553,11 +564,6 @@ enum OpenBody {
     },
 }
 
-struct Open {
-    ts: u64,
-    body: OpenBody,
-}
-
 /// A debug annotation's value as found on the wire.
 #[derive(Clone, Copy)]
 enum RawVal<'a> {
@@ -687,14 +693,48 @@ impl Step<'_> {
 #[derive(Default)]
 pub(super) struct Decoder {
     seqs: IidTable<SeqState>,
-    tracks: IidTable<TrackKind>,
-    open: IidTable<Vec<Open>>,
+    tracks: IidTable<Track>,
+    /// Every launch configuration interned in this file, never removed: open launches refer
+    /// to it by index, so a sequence reset cannot pull it from under them.
+    launches: Vec<LaunchConfig>,
     op_by_name: FastMap<&'static str, CudaOp>,
     scratch: Slots,
     /// Which paths may decode a packet (tests compare them).
     paths: Paths,
     /// Packets decoded by the byte-layout match (tests check the writer's layout hits it).
     layout_hits: u64,
+    /// What the fast path decided for the writer's repeated packets.
+    memo: memo::Memo,
+    /// Set by the caller while it feeds the packets of a `compressed_packets` bundle.
+    pub(super) in_bundle: bool,
+    pub(super) clocks: ClocksSeen,
+}
+
+/// What the clock snapshots of a file said so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClocksSeen {
+    /// Min and max MONOTONIC value of the snapshots outside bundles.
+    pub plain_bounds: Option<(u64, u64)>,
+    /// REALTIME − MONOTONIC of the first snapshot with both, in file order.
+    pub realtime_offset: Option<i128>,
+}
+
+impl ClocksSeen {
+    /// Adds what a later file (or the rest of this one) saw.
+    pub fn merge(&mut self, later: &ClocksSeen) {
+        if let Some((lo, hi)) = later.plain_bounds {
+            self.add_plain(lo);
+            self.add_plain(hi);
+        }
+        self.realtime_offset = self.realtime_offset.or(later.realtime_offset);
+    }
+
+    fn add_plain(&mut self, mono: u64) {
+        self.plain_bounds = Some(match self.plain_bounds {
+            Some((lo, hi)) => (lo.min(mono), hi.max(mono)),
+            None => (mono, mono),
+        });
+    }
 }
 
 /// The decoder's paths, fastest first; each falls back to the next on anything it does not
@@ -720,6 +760,12 @@ fn u64_of(args: &[(Arc<str>, Val)], key: &str) -> Option<u64> {
 }
 
 impl Decoder {
+    /// What track `uuid`'s descriptor made it (`None`: not described).
+    #[inline(always)]
+    fn kind(&self, uuid: u64) -> Option<&TrackKind> {
+        self.tracks.get(uuid).and_then(|t| t.kind.as_ref())
+    }
+
     pub(super) fn new(paths: Paths) -> Decoder {
         Decoder {
             op_by_name: CudaOp::ALL.iter().map(|op| (op.name(), *op)).collect(),
@@ -738,6 +784,17 @@ impl Decoder {
         self.layout_hits
     }
 
+    /// The fast path alone, when enabled: `Some(true)` when `bytes` wrote a record into
+    /// `slot`, `Some(false)` when it completed none, `None` (nothing changed) when it needs
+    /// [`Self::packet`].
+    #[inline(always)]
+    pub(super) fn try_fast(&mut self, bytes: &[u8], slot: &mut ReadRecord) -> Option<bool> {
+        if self.paths != Paths::All {
+            return None;
+        }
+        self.fast(bytes, slot)
+    }
+
     #[inline(always)]
     pub(super) fn packet<'a>(
         &mut self,
@@ -754,6 +811,8 @@ impl Decoder {
 
     #[inline(never)]
     fn packet_slow<'a>(&mut self, bytes: &'a [u8], slot: &mut ReadRecord) -> Result<Step<'a>> {
+        // It may change the tables the memo's decisions were made on.
+        self.memo.clear();
         self.packet_inner(bytes, slot).context("decoding a packet")
     }
 
@@ -799,9 +858,10 @@ impl Decoder {
             }
         }
         if let Some(i) = interned {
-            intern(seq, i, &self.op_by_name)?;
+            intern(seq, i, &self.op_by_name, &mut self.launches)?;
         }
         if let Some(cs) = snapshot {
+            let (mut mono, mut real) = (None, None);
             let mut c = Cur::new(cs);
             while let Some((f, w)) = c.field()? {
                 if f != 1 {
@@ -816,8 +876,19 @@ impl Decoder {
                         _ => {}
                     }
                 }
-                if id == Some(clock_id::INCREMENTAL_MONOTONIC) {
-                    seq.clock64 = ts;
+                match id {
+                    Some(clock_id::INCREMENTAL_MONOTONIC) => seq.clock64 = ts,
+                    Some(clock_id::MONOTONIC) => mono = ts,
+                    Some(clock_id::REALTIME) => real = ts,
+                    _ => {}
+                }
+            }
+            if let Some(m) = mono {
+                if !self.in_bundle {
+                    self.clocks.add_plain(m);
+                }
+                if let (None, Some(r)) = (self.clocks.realtime_offset, real) {
+                    self.clocks.realtime_offset = Some(i128::from(r) - i128::from(m));
                 }
             }
             return Ok(Step::Nothing);
@@ -834,10 +905,16 @@ impl Decoder {
         match te.ty as i32 {
             event_type::SLICE_BEGIN => self.begin(seq_id, ts, &te)?,
             event_type::SLICE_END => {
-                let Some(open) = self.open.get_mut_vec(te.track).and_then(Vec::pop) else {
+                let Decoder {
+                    tracks,
+                    launches,
+                    op_by_name,
+                    ..
+                } = self;
+                let Some(tr) = tracks.get_mut(te.track) else {
                     return Ok(Step::Nothing);
                 };
-                return Ok(Step::done(self.slice(te.track, open, ts, slot)));
+                return Ok(Step::done(tr.end_top(ts, launches, op_by_name, slot)));
             }
             event_type::INSTANT => {
                 let seq = self.seqs.get_or_default(u64::from(seq_id));
@@ -846,7 +923,7 @@ impl Decoder {
                 return Ok(Step::done(self.instant(te.track, ts, &name, &args, slot)));
             }
             event_type::COUNTER => {
-                if let Some(TrackKind::Counter(kind)) = self.tracks.get(te.track) {
+                if let Some(TrackKind::Counter(kind)) = self.kind(te.track) {
                     *slot = ReadRecord::Counter(CounterSample {
                         kind: *kind,
                         ts_ns: ts,
@@ -866,7 +943,10 @@ impl Decoder {
         let name = te.name_iid.and_then(|i| seq.names.get(i)).map(|n| n.kind);
         let plan = match self.paths {
             Paths::General => None,
-            _ => Plan::of(self.tracks.get(te.track), name),
+            _ => Plan::of(
+                self.tracks.get(te.track).and_then(|t| t.kind.as_ref()),
+                name,
+            ),
         };
         let mut body = None;
         if let Some(plan) = plan {
@@ -908,7 +988,7 @@ impl Decoder {
                 args: resolve_args(seq, te.raw)?,
             },
         };
-        self.open.entry_vec(te.track).push(Open { ts, body });
+        self.tracks.get_or_default(te.track).push(ts, body);
         Ok(())
     }
 
@@ -935,14 +1015,14 @@ impl Decoder {
                     let mut t = ThreadRef {
                         pid: 0,
                         tid: 0,
-                        name: String::new(),
+                        name: "".into(),
                     };
                     let mut c = Cur::new(w.bytes());
                     while let Some((f, w)) = c.field()? {
                         match f {
                             1 => t.pid = w.int() as u32,
                             2 => t.tid = w.int() as u32,
-                            5 => t.name = text(w.bytes()).into_owned(),
+                            5 => t.name = text(w.bytes()).into(),
                             _ => {}
                         }
                     }
@@ -952,7 +1032,7 @@ impl Decoder {
                 _ => {}
             }
         }
-        let parent = parent_uuid.and_then(|p| self.tracks.get(p)).cloned();
+        let parent = parent_uuid.and_then(|p| self.kind(p)).cloned();
         let kind = if let Some(pid) = process {
             TrackKind::Process(pid)
         } else if let Some(t) = thread {
@@ -983,77 +1063,8 @@ impl Decoder {
                 _ => TrackKind::Other,
             }
         };
-        self.tracks.insert(uuid, kind);
+        self.tracks.get_or_default(uuid).kind = Some(kind);
         Ok(())
-    }
-
-    fn slice(&mut self, track: u64, open: Open, end: u64, slot: &mut ReadRecord) -> bool {
-        match open.body {
-            OpenBody::General { name, args } => {
-                self.slice_general(track, open.ts, &name, &args, end, slot)
-            }
-            body => emit(self.tracks.get(track), open.ts, &body, end, slot),
-        }
-    }
-
-    fn slice_general(
-        &self,
-        track: u64,
-        ts: u64,
-        name: &str,
-        args: &[(Arc<str>, Val)],
-        end: u64,
-        slot: &mut ReadRecord,
-    ) -> bool {
-        let duration_ns = end.saturating_sub(ts);
-        match self.tracks.get(track) {
-            Some(TrackKind::Thread(t)) => {
-                let Some(op) = self.op_by_name.get(name).copied() else {
-                    return false;
-                };
-                put_cuda(
-                    slot,
-                    ts,
-                    duration_ns,
-                    t,
-                    &CudaPrep::new(op, &ListArgs(args)),
-                );
-            }
-            Some(TrackKind::OffCpu(t)) => {
-                let reason = match name {
-                    "preempted" => OffCpuReason::Preempted,
-                    _ => OffCpuReason::Blocked,
-                };
-                put_off_cpu(
-                    slot,
-                    ts,
-                    duration_ns,
-                    t,
-                    &OffPrep::new(reason, &ListArgs(args)),
-                );
-            }
-            Some(TrackKind::SpanLane(scope)) => {
-                *slot = ReadRecord::Annotation(annotation(*scope, ts, Some(end), args));
-            }
-            Some(TrackKind::State(scope, key)) => {
-                let value = name
-                    .strip_prefix(key.as_str())
-                    .and_then(|v| v.strip_prefix('='))
-                    .unwrap_or("");
-                *slot = ReadRecord::LabelState(LabelInterval {
-                    scope_pid: *scope,
-                    key: key.clone(),
-                    value: value.to_owned(),
-                    start_ns: ts,
-                    end_ns: end,
-                    provenance_uid: u64_of(args, arg::PROVENANCE_UID).unwrap_or(0) as u32,
-                    provenance_pid: u64_of(args, arg::PROVENANCE_PID).map(|p| p as u32),
-                    continued: find(args, arg::CONTINUED).is_some(),
-                });
-            }
-            _ => return false,
-        }
-        true
     }
 
     fn instant(
@@ -1064,7 +1075,7 @@ impl Decoder {
         args: &[(Arc<str>, Val)],
         slot: &mut ReadRecord,
     ) -> bool {
-        match self.tracks.get(track) {
+        match self.kind(track) {
             Some(TrackKind::Thread(t)) => {
                 let op = match name {
                     "exec" => ProcessOp::Exec,
@@ -1141,32 +1152,14 @@ impl Decoder {
     }
 }
 
-impl IidTable<Vec<Open>> {
-    fn get_mut_vec(&mut self, iid: u64) -> Option<&mut Vec<Open>> {
-        if iid < MAX_DENSE_IID {
-            self.dense.get_mut(iid as usize).and_then(Option::as_mut)
-        } else {
-            self.sparse.get_mut(&iid)
-        }
-    }
-
-    fn entry_vec(&mut self, iid: u64) -> &mut Vec<Open> {
-        self.get_or_default(iid)
-    }
-
-    /// Opens a slice on track `iid`.
-    #[inline(always)]
-    fn push(&mut self, iid: u64, o: Open) {
-        match self.dense.get_mut(iid as usize) {
-            Some(Some(v)) if iid < MAX_DENSE_IID => v.push(o),
-            _ => self.entry_vec(iid).push(o),
-        }
-    }
-}
-
 /// Declares a packet's interned data in its sequence's tables, resolving what the fast path
 /// needs once.
-fn intern(seq: &mut SeqState, b: &[u8], op_by_name: &FastMap<&'static str, CudaOp>) -> Result<()> {
+fn intern(
+    seq: &mut SeqState,
+    b: &[u8],
+    op_by_name: &FastMap<&'static str, CudaOp>,
+    launches: &mut Vec<LaunchConfig>,
+) -> Result<()> {
     let mut c = Cur::new(b);
     while let Some((f, w)) = c.field()? {
         if !matches!(f, 2 | 3 | 29) {
@@ -1199,7 +1192,7 @@ fn intern(seq: &mut SeqState, b: &[u8], op_by_name: &FastMap<&'static str, CudaO
                 let slot = KEYS.iter().find(|(_, n)| *n == &*t).map(|(k, _)| *k);
                 seq.debug_names.insert(iid, KeyEntry { text: t, slot });
             }
-            _ => seq.strings.insert(iid, StrEntry::new(t)),
+            _ => seq.strings.insert(iid, StrEntry::new(t, launches)),
         }
     }
     Ok(())
@@ -1242,94 +1235,6 @@ fn resolve_args(seq: &SeqState, raw: &[u8]) -> Result<Vec<(Arc<str>, Val)>> {
         true
     })?;
     Ok(out)
-}
-
-/// A resolved slice's record, if its track (looked up at its end) is still of its kind.
-#[inline(always)]
-fn emit(
-    track: Option<&TrackKind>,
-    ts: u64,
-    body: &OpenBody,
-    end: u64,
-    slot: &mut ReadRecord,
-) -> bool {
-    let dur = end.saturating_sub(ts);
-    match (track, body) {
-        (Some(TrackKind::Thread(t)), OpenBody::Cuda(p)) => {
-            put_cuda(slot, ts, dur, t, p);
-            true
-        }
-        (Some(TrackKind::OffCpu(t)), OpenBody::OffCpu(p)) => {
-            put_off_cpu(slot, ts, dur, t, p);
-            true
-        }
-        _ => false,
-    }
-}
-
-/// The thread into a record's slot, copying the name only when it changed. Another thread
-/// (the common case when threads interleave) is copied without comparing names first.
-#[inline(always)]
-fn put_thread(dst: &mut ThreadRef, t: &ThreadRef) {
-    if dst.tid != t.tid || dst.pid != t.pid || dst.name != t.name {
-        dst.pid = t.pid;
-        dst.tid = t.tid;
-        dst.name.clear();
-        dst.name.push_str(&t.name);
-    }
-}
-
-/// Writes a CUDA call into `slot`, in place when it already holds one (no allocation when
-/// the thread name fits the slot's string).
-#[inline(always)]
-fn put_cuda(slot: &mut ReadRecord, ts: u64, dur: u64, t: &ThreadRef, p: &CudaPrep) {
-    if let ReadRecord::Cuda(c) = slot {
-        c.ts_ns = ts;
-        c.duration_ns = dur;
-        put_thread(&mut c.thread, t);
-        c.op = p.op;
-        c.ret = p.ret;
-        c.args = p.args.clone();
-        c.clamped_from_ns = p.clamped;
-        return;
-    }
-    *slot = ReadRecord::Cuda(CudaCallRecord {
-        ts_ns: ts,
-        duration_ns: dur,
-        thread: t.clone(),
-        op: p.op,
-        ret: p.ret,
-        args: p.args.clone(),
-        clamped_from_ns: p.clamped,
-    });
-}
-
-fn put_off_cpu(slot: &mut ReadRecord, ts: u64, dur: u64, t: &ThreadRef, p: &OffPrep) {
-    let next_comm = p.next_comm.as_deref().unwrap_or("");
-    if let ReadRecord::OffCpu(o) = slot {
-        o.ts_ns = ts;
-        o.duration_ns = dur;
-        put_thread(&mut o.thread, t);
-        o.reason = p.reason;
-        o.prev_state = p.prev_state;
-        o.next_tid = p.next_tid;
-        if o.next_comm != next_comm {
-            o.next_comm.clear();
-            o.next_comm.push_str(next_comm);
-        }
-        o.cpu = p.cpu;
-        return;
-    }
-    *slot = ReadRecord::OffCpu(OffCpuRecord {
-        ts_ns: ts,
-        duration_ns: dur,
-        thread: t.clone(),
-        reason: p.reason,
-        prev_state: p.prev_state,
-        next_tid: p.next_tid,
-        next_comm: next_comm.to_owned(),
-        cpu: p.cpu,
-    });
 }
 
 fn annotation(
@@ -1556,10 +1461,7 @@ mod tests {
         };
         step(&mut d, &begin);
         let open_fast = matches!(
-            d.open
-                .get_mut_vec(5)
-                .and_then(|v| v.last())
-                .map(|o| &o.body),
+            d.tracks.get(5).and_then(|t| t.bodies.last()),
             Some(OpenBody::Cuda(_))
         );
         assert_eq!(open_fast, !inline && paths != Paths::General, "path taken");
@@ -1578,7 +1480,7 @@ mod tests {
             panic!("not a CUDA call: {fast:?}");
         };
         assert_eq!((c.ts_ns, c.duration_ns, c.ret), (1_000, 700, -2));
-        assert_eq!(c.thread.name, "train");
+        assert_eq!(&*c.thread.name, "train");
         assert_eq!(
             c.args,
             CudaArgs::Launch {
@@ -1599,7 +1501,7 @@ mod tests {
     #[test]
     fn slot_reuse_rewrites_every_field() {
         let rec = launch_call(false, Paths::All);
-        let mut slot = ReadRecord::Cuda(CudaCallRecord {
+        let mut slot = ReadRecord::Cuda(crate::read::CudaCallRecord {
             ts_ns: 1,
             duration_ns: 2,
             thread: ThreadRef {
@@ -1624,7 +1526,7 @@ mod tests {
             args: c.args.clone(),
             clamped: c.clamped_from_ns,
         };
-        put_cuda(&mut slot, c.ts_ns, c.duration_ns, &t, &p);
+        slices::put_cuda(&mut slot, c.ts_ns, c.duration_ns, &t, &p);
         assert_eq!(slot, rec);
     }
 }

@@ -1,0 +1,131 @@
+//! A memo of the writer's hot packets. Past its timestamp, a slice end or a launch begin is
+//! the same bytes every time its track (and launch) repeats, and what those bytes mean
+//! depends only on the interning tables and track descriptors, which change only on the
+//! general path. So the fast path remembers what it decided for such bytes, keyed by the
+//! bytes themselves, and the general path forgets everything whenever it runs.
+
+use ingero_ebpf::CudaOp;
+
+/// What a remembered packet does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Action {
+    /// Ends the innermost slice of track `uuid`.
+    End { seq: u64, uuid: u64 },
+    /// Begins a launch (entry `idx` of the launch table) on track `uuid`.
+    Launch {
+        seq: u64,
+        uuid: u64,
+        op: CudaOp,
+        idx: u32,
+    },
+}
+
+/// Up to 32 bytes as words that cover them all (overlapping at the end), with the length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Key {
+    len: usize,
+    w: [u64; 4],
+}
+
+impl Key {
+    #[inline(always)]
+    fn of(b: &[u8]) -> Option<Key> {
+        let len = b.len();
+        if !(8..=32).contains(&len) {
+            return None;
+        }
+        let word = |at: usize| {
+            b.get(at..at + 8)
+                .and_then(|s| s.first_chunk::<8>())
+                .map_or(0, |c| u64::from_le_bytes(*c))
+        };
+        let last = b.last_chunk::<8>().map_or(0, |c| u64::from_le_bytes(*c));
+        let mid = if len > 16 { word(8) } else { 0 };
+        let mid2 = if len > 24 { word(16) } else { 0 };
+        Some(Key {
+            len,
+            w: [word(0), mid, mid2, last],
+        })
+    }
+
+    #[inline(always)]
+    fn slot(&self) -> usize {
+        let h = self.w[0] ^ self.w[1].rotate_left(17) ^ self.w[2].rotate_left(31) ^ self.w[3];
+        ((h ^ self.len as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BITS)) as usize
+    }
+}
+
+const BITS: u32 = 6;
+
+/// A direct-mapped table: a collision replaces the older entry.
+pub(super) struct Memo {
+    slots: Vec<Option<(Key, Action)>>,
+}
+
+impl Default for Memo {
+    fn default() -> Self {
+        Memo {
+            slots: vec![None; 1 << BITS],
+        }
+    }
+}
+
+impl Memo {
+    /// What `rest` (a packet past its timestamp) was found to do, if remembered.
+    #[inline(always)]
+    pub fn get(&self, rest: &[u8]) -> Option<Action> {
+        let k = Key::of(rest)?;
+        match self.slots.get(k.slot()) {
+            Some(Some((key, a))) if *key == k => Some(*a),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    pub fn put(&mut self, rest: &[u8], a: Action) {
+        if let Some(k) = Key::of(rest) {
+            if let Some(s) = self.slots.get_mut(k.slot()) {
+                *s = Some((k, a));
+            }
+        }
+    }
+
+    /// Forgets everything (the tables the actions were decided on may have changed).
+    #[inline]
+    pub fn clear(&mut self) {
+        self.slots.fill(None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_tell_every_byte_apart() {
+        let base: Vec<u8> = (0..32u8).collect();
+        for len in 8..=32 {
+            let k = Key::of(&base[..len]).expect("key");
+            for i in 0..len {
+                let mut b = base[..len].to_vec();
+                b[i] ^= 0x40;
+                assert_ne!(Key::of(&b), Some(k), "len {len}, byte {i}");
+            }
+        }
+        assert_eq!(Key::of(&base[..7]), None);
+        assert_eq!(Key::of(&[0; 33]), None);
+    }
+
+    #[test]
+    fn remembers_until_cleared() {
+        let mut m = Memo::default();
+        let a = Action::End { seq: 1, uuid: 3 };
+        let bytes = [7u8; 15];
+        assert_eq!(m.get(&bytes), None);
+        m.put(&bytes, a);
+        assert_eq!(m.get(&bytes), Some(a));
+        assert_eq!(m.get(&bytes[..14]), None);
+        m.clear();
+        assert_eq!(m.get(&bytes), None);
+    }
+}
