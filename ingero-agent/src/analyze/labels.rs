@@ -147,6 +147,21 @@ impl LabelIndex {
         self.keys.get(name).is_some_and(|k| !k.spans.is_empty())
     }
 
+    /// For every value of `key`, the intervals during which it held (states and spans, all
+    /// scopes), unsorted: one walk over the key's intervals, where asking [`Self::intervals_of`]
+    /// per value would walk them once per value (quadratic with thousands of requests).
+    pub fn intervals_by_value(&self, key: &str) -> FastMap<ValueId, Vec<(u64, u64)>> {
+        let mut out: FastMap<ValueId, Vec<(u64, u64)>> = FastMap::default();
+        if let Some(k) = self.keys.get(key) {
+            let states = k.states.values().flat_map(|s| s.list.iter());
+            let spans = k.spans.values().flat_map(|s| s.list.iter());
+            for i in states.chain(spans) {
+                out.entry(i.value).or_default().push((i.start, i.end));
+            }
+        }
+        out
+    }
+
     /// The intervals during which `key` had `value` (states and spans, all scopes), unsorted.
     pub fn intervals_of(&self, key: &str, value: ValueId) -> Vec<(u64, u64)> {
         let Some(k) = self.keys.get(key) else {
@@ -410,6 +425,12 @@ mod tests {
         assert!(ix.is_span_key("request_id") && !ix.is_span_key("step"));
         let a = ix.value_id("a").expect("a interned");
         assert_eq!(ix.intervals_of("request_id", a), vec![(5, 50)]);
+        let by_value = ix.intervals_by_value("request_id");
+        assert_eq!(by_value.len(), 3);
+        for (v, iv) in &by_value {
+            assert_eq!(iv, &ix.intervals_of("request_id", *v));
+        }
+        assert!(ix.intervals_by_value("nope").is_empty());
     }
 
     #[test]

@@ -154,10 +154,22 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
     // A group in which nothing was traced (a CPU-only step) is still a row, with zeros; not
     // under `--label`, where such a row could be a value the filter excludes.
     let mut empty: Vec<(Vec<ValueId>, GroupStats)> = Vec::new();
+    // Per key, each value's intervals, gathered once.
+    let by_value: Vec<_> = g
+        .keys
+        .iter()
+        .map(|k| labels.intervals_by_value(k))
+        .collect();
+    let intervals_of = |key: usize, v: ValueId| {
+        by_value
+            .get(key)
+            .and_then(|m| m.get(&v))
+            .cloned()
+            .unwrap_or_default()
+    };
     if let ([key], true) = (g.keys.as_slice(), an.selection.labels.is_empty()) {
         for v in labels.values_of(key, &an.selection.pids, range) {
-            let held =
-                intervals::intersect(&[range], &intervals::union(labels.intervals_of(key, v)));
+            let held = intervals::intersect(&[range], &intervals::union(intervals_of(0, v)));
             // A value set at the very end (held for no time) is not a group.
             if !g.groups.contains_key([v].as_slice()) && intervals::total(&held) > 0 {
                 empty.push((vec![v], GroupStats::default()));
@@ -171,9 +183,9 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
         .map(|(values, s)| {
             let mut held = vec![range];
             let mut map = Map::new();
-            for (key, v) in g.keys.iter().zip(values) {
+            for (k, (key, v)) in g.keys.iter().zip(values).enumerate() {
                 map.insert(key.clone(), Value::String(labels.value(*v).to_owned()));
-                let iv = intervals::union(labels.intervals_of(key, *v));
+                let iv = intervals::union(intervals_of(k, *v));
                 held = intervals::intersect(&held, &iv);
             }
             // The other labels in force when the group began, so a step row says its phase.
