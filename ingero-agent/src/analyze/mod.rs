@@ -12,8 +12,10 @@
 //!
 //! # How it reads
 //! Two passes over the files. The first ([`index`]) learns the recording's extent, its wall
-//! clock and every label interval; with those the selection is resolved (`--since` counts back
-//! from the end of the recording, wall times map through the clock snapshot). The second
+//! clock and every label interval, from the packets the writer keeps outside its compressed
+//! chunks (the chunks are skipped unopened, so this pass costs almost nothing); with those
+//! the selection is resolved (`--since` counts back from the end of the recording, wall
+//! times map through the clock snapshot). The second
 //! ([`aggregate`]) streams the selected events once into bounded state: per-operation sketches,
 //! label groups, per-process accounting, fixed time bins and the slowest calls with their
 //! causes. Memory grows with groups, processes and annotations, never with events.
