@@ -2,7 +2,7 @@
 //! Prints one `name value unit` line per figure.
 //!
 //! `cargo run --release -p ingero-agent --example read-bench -- [--events N] [--dir DIR]
-//! [--rounds R] [--writer-level L] [--chunk KIB] [--level L] [--file PATH] [--only next_into]
+//! [--rounds R] [--writer-level L] [--chunk KIB] [--level L] [--file PATH] [--only next_into|for_each]
 //! [--write PATH]`
 //!
 //! Without `--file` it writes `synth::launches(N)` with the current writer, compressing at
@@ -10,7 +10,7 @@
 //! a plain file's packets into `compressed_packets` containers of about that size inflated at
 //! `--level`. With `--file` it reads that file as is. Throughputs are the best of `--rounds` runs and are also given per
 //! CPU second of the reading thread (the machines this runs on are shared). `--only next_into`
-//! runs one `next_into` pass and nothing else (for callgrind); `--write PATH` only writes the
+//! (or `for_each`) runs one such pass and nothing else (for callgrind); `--write PATH` only writes the
 //! file it would read. `skim` is the skim mode's pass over the same file (containers skipped
 //! unopened).
 
@@ -157,6 +157,26 @@ fn read_into(path: &Path) -> Result<(f64, (f64, u64))> {
     ))
 }
 
+/// The same pass through `for_each_record` (the closure inlined into the hot loop).
+fn read_each(path: &Path) -> Result<(f64, (f64, u64))> {
+    let start = Instant::now();
+    let cpu = thread_cpu_secs();
+    let mut reader = TraceReader::from_files(vec![path.to_path_buf()], TimeRange::all());
+    let mut count = 0u64;
+    let mut dur = 0u64;
+    reader.for_each_record(|rec| {
+        if let ReadRecord::Cuda(c) = rec {
+            dur = dur.wrapping_add(c.duration_ns);
+        }
+        count += 1;
+    })?;
+    std::hint::black_box(dur);
+    Ok((
+        start.elapsed().as_secs_f64(),
+        (thread_cpu_secs() - cpu, count),
+    ))
+}
+
 /// Skim mode (containers skipped unopened): (wall, cpu, containers skipped).
 fn skim(path: &Path) -> Result<(f64, (f64, u64))> {
     let start = Instant::now();
@@ -219,7 +239,7 @@ fn main() -> Result<()> {
                 writer_level = args.next().context("--writer-level L")?.parse()?;
             }
             "--file" => file = Some(PathBuf::from(args.next().context("--file PATH")?)),
-            "--only" => only = Some(args.next().context("--only next_into")?),
+            "--only" => only = Some(args.next().context("--only next_into|for_each")?),
             "--write" => write_to = Some(PathBuf::from(args.next().context("--write PATH")?)),
             other => anyhow::bail!("unknown argument {other}"),
         }
@@ -246,6 +266,9 @@ fn main() -> Result<()> {
     if only.as_deref() == Some("next_into") {
         let (_, (_, count)) = read_into(&path)?;
         println!("records {count}");
+    } else if only.as_deref() == Some("for_each") {
+        let (_, (_, count)) = read_each(&path)?;
+        println!("records {count}");
     } else {
         let size = std::fs::metadata(&path).context("trace size")?.len();
         let (w, c, inflated) = best(rounds, || inflate_only(&path))?;
@@ -265,6 +288,13 @@ fn main() -> Result<()> {
             count as f64 / iw / 1e6,
             count as f64 / ic / 1e6,
             ic * 1e9 / count as f64
+        );
+        let (ew, ec, count) = best(rounds, || read_each(&path))?;
+        println!(
+            "for_each {:.2} M records/s ({:.2} per cpu-s), {:.1} ns per record (cpu)",
+            count as f64 / ew / 1e6,
+            count as f64 / ec / 1e6,
+            ec * 1e9 / count as f64
         );
         let (tw, tc, count) = best(rounds, || read_iter(&path))?;
         println!(

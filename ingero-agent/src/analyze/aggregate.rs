@@ -17,7 +17,7 @@ use super::pid_slots::PidSlots;
 use super::processes::ProcStats;
 use super::selection::Selection;
 use super::slow_calls::{OffCpuRings, SlowCalls};
-use crate::read::{CudaCallRecord, ReadRecord, TraceReader, empty_record};
+use crate::read::{CudaCallRecord, ReadRecord, TraceReader};
 use crate::record::FastMap;
 
 /// Calls that returned one error code from one operation.
@@ -143,18 +143,17 @@ pub fn run(
     let mut scratch: Vec<ValueId> = Vec::new();
     let check_labels = !sel.labels.is_empty();
     let mut reader = TraceReader::from_files(ix.files.clone(), sel.range);
-    // One slot reused for every record: the scan allocates nothing per event.
-    let mut rec = empty_record();
-    while reader.next_into(&mut rec)? {
+    // The loop runs inside the reader's (one record slot, reused: nothing allocated per event).
+    reader.for_each_record(|rec| {
         agg.records += 1;
-        match &rec {
+        match rec {
             ReadRecord::Cuda(c) => {
                 let pid = c.thread.pid;
                 if !sel.admits_pid(pid)
                     || !sel.admits_op(c.op)
                     || (check_labels && !sel.admits_labels(&ix.labels, pid, c.ts_ns, &mut scratch))
                 {
-                    continue;
+                    return;
                 }
                 agg.matched += 1;
                 if needs.total {
@@ -170,7 +169,7 @@ pub fn run(
                     g.for_each_group(&ix.labels, pid, c.ts_ns, |s| s.add_cuda(c));
                 }
                 if !needs.processes {
-                    continue;
+                    return;
                 }
                 let slot = pids.slot(pid, || {
                     procs.push((ProcStats::default(), ProcBins::new()));
@@ -196,11 +195,11 @@ pub fn run(
                 if !sel.admits_pid(pid)
                     || (check_labels && !sel.admits_labels(&ix.labels, pid, o.ts_ns, &mut scratch))
                 {
-                    continue;
+                    return;
                 }
                 agg.matched += 1;
                 if !needs.processes && !needs.total && agg.groupings.is_empty() {
-                    continue;
+                    return;
                 }
                 let who = agg.names.intern(&o.next_comm);
                 if needs.processes {
@@ -215,7 +214,7 @@ pub fn run(
             }
             _ => {}
         }
-    }
+    })?;
     agg.ops = ops
         .into_iter()
         .flatten()

@@ -163,6 +163,36 @@ impl FileDecoder {
         done
     }
 
+    /// The hot loop of [`Self::hot_into`], calling `f` on every record instead of stopping at
+    /// it; returns at the end of the container or at a packet it does not take.
+    #[inline(always)]
+    pub(super) fn hot_each(&mut self, slot: &mut ReadRecord, f: &mut impl FnMut(&ReadRecord)) {
+        let FileDecoder {
+            dec,
+            inf,
+            pos,
+            end,
+            packets,
+            ..
+        } = self;
+        let buf = inf.buf().get(..*end).unwrap_or_default();
+        let mut at = *pos;
+        let mut n = 0u64;
+        while let Some(&[0x0A, len]) = buf.get(at..at + 2) {
+            let next = at + 2 + usize::from(len);
+            let Some(p) = buf.get(at + 2..next).filter(|_| len < 0x80) else {
+                break;
+            };
+            if dec.try_fast_each(p, slot, f).is_none() {
+                break;
+            }
+            at = next;
+            n += 1;
+        }
+        *pos = at;
+        *packets += n;
+    }
+
     /// [`Self::pending_into`] past a packet the hot loop does not take: decodes it, then goes
     /// on as that loop would (less quickly).
     #[inline(never)]

@@ -546,3 +546,57 @@ fn expanded_packets_are_the_plain_packets() {
     assert!(n < packets.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every record `next_into` yields from `files` over `range`.
+fn next_into_all(files: &[PathBuf], range: TimeRange) -> Vec<ReadRecord> {
+    let mut reader = TraceReader::from_files(files.to_vec(), range);
+    let mut rec = empty_record();
+    let mut out = Vec::new();
+    while reader.next_into(&mut rec).expect("next_into") {
+        out.push(rec.clone());
+    }
+    out
+}
+
+#[test]
+fn for_each_record_yields_what_next_into_yields() {
+    let dir = tmp_dir("for-each");
+    let mut records = synth::scenario();
+    records.extend(synth::launches(3_000, T0 + 30_000_000));
+    // Plain and compressed files, rotated: the hot loop, the slow path and file changes.
+    let mut paths = Vec::new();
+    for (level, name) in [(0, "plain"), (1, "packed")] {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).expect("dir");
+        let files = write(&d, &records, 16 * 1024, level);
+        assert!(files.len() >= 2, "{} files", files.len());
+        for (i, f) in files.iter().enumerate() {
+            let p = d.join(format!("{i:03}.pftrace"));
+            std::fs::write(&p, f).expect("write");
+            paths.push(p);
+        }
+    }
+    let mid = T0 + 30_000_000 + 1_000_000;
+    for range in [TimeRange::all(), TimeRange::new(mid, mid + 2_000_000)] {
+        let want = next_into_all(&paths, range);
+        assert!(want.len() > 100, "{} records", want.len());
+        let mut reader = TraceReader::from_files(paths.clone(), range);
+        let mut got = Vec::new();
+        reader
+            .for_each_record(|r| got.push(r.clone()))
+            .expect("for_each");
+        same(&got, &want);
+        let mut by_next = TraceReader::from_files(paths.clone(), range);
+        let mut rec = empty_record();
+        while by_next.next_into(&mut rec).expect("next_into") {}
+        assert_eq!(reader.packets(), by_next.packets());
+    }
+    // An error ends the scan with the error, after the records before it.
+    let bad = dir.join("bad.pftrace");
+    std::fs::write(&bad, b"\x0a\x05\x92\x03\x02\xff\xff").expect("write");
+    let mut reader = TraceReader::from_files(vec![paths[0].clone(), bad], TimeRange::all());
+    let mut n = 0usize;
+    assert!(reader.for_each_record(|_| n += 1).is_err());
+    assert_eq!(n, next_into_all(&paths[..1], TimeRange::all()).len());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -278,6 +278,70 @@ impl Decoder {
         self.fast_fields(p, slot)
     }
 
+    /// [`Self::fast`], calling `f` on the record a packet completes. A remembered slice end
+    /// writes into its track's own slot (see `Track::own`), the rest into `slot`.
+    #[inline(always)]
+    pub(super) fn fast_each(
+        &mut self,
+        p: &[u8],
+        slot: &mut ReadRecord,
+        f: &mut impl FnMut(&ReadRecord),
+    ) -> Option<()> {
+        if let [TIMESTAMP, r @ ..] = p {
+            if let Some((ts, rest)) = take(r) {
+                match self.memo.get(rest) {
+                    Some(Action::End { seq, uuid }) => {
+                        let Decoder {
+                            seqs,
+                            tracks,
+                            launches,
+                            op_by_name,
+                            layout_hits,
+                            ..
+                        } = self;
+                        // Else `run` could not end it either: the layout and slower paths.
+                        if let Some(tr) = tracks.get_mut(uuid).filter(|t| !t.open.is_empty()) {
+                            if let Some(s) = seqs.get_mut(seq) {
+                                let end = s.advance(Some(ts), None);
+                                *layout_hits += 1;
+                                if tr.end_top_own(end, launches, op_by_name) {
+                                    f(&tr.own);
+                                }
+                                return Some(());
+                            }
+                        }
+                    }
+                    Some(a) => {
+                        if let Some(done) = self.run(ts, a, slot) {
+                            self.layout_hits += 1;
+                            if done {
+                                f(slot);
+                            }
+                            return Some(());
+                        }
+                    }
+                    None => {}
+                }
+                if let Some((seq_id, l)) = layout(rest) {
+                    if let Some((done, a)) = self.apply(ts, seq_id, l, slot) {
+                        if let Some(a) = a {
+                            self.memo.put(rest, a);
+                        }
+                        self.layout_hits += 1;
+                        if done {
+                            f(slot);
+                        }
+                        return Some(());
+                    }
+                }
+            }
+        }
+        if self.fast_fields(p, slot)? {
+            f(slot);
+        }
+        Some(())
+    }
+
     /// Does what a remembered packet does; `None` (nothing changed) when it cannot now (no
     /// open slice to end).
     #[inline(always)]

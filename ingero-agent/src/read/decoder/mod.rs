@@ -795,6 +795,20 @@ impl Decoder {
         self.fast(bytes, slot)
     }
 
+    /// [`Self::try_fast`], calling `f` on the record the packet completes.
+    #[inline(always)]
+    pub(super) fn try_fast_each(
+        &mut self,
+        bytes: &[u8],
+        slot: &mut ReadRecord,
+        f: &mut impl FnMut(&ReadRecord),
+    ) -> Option<()> {
+        if self.paths != Paths::All {
+            return None;
+        }
+        self.fast_each(bytes, slot, f)
+    }
+
     #[inline(always)]
     pub(super) fn packet<'a>(
         &mut self,

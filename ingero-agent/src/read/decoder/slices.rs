@@ -33,12 +33,26 @@ pub(super) enum What {
 }
 
 /// A track: what its descriptor says (`None` until described) and its open slices.
-#[derive(Default)]
 pub(super) struct Track {
     pub kind: Option<TrackKind>,
     pub open: Vec<Open>,
     /// The bodies of the open [`What::Body`] entries, in stack order.
     pub bodies: Vec<OpenBody>,
+    /// The slot [`Self::end_top_own`] writes into: it keeps this track's thread from record
+    /// to record, so writing one touches no reference count (threads alternate record by
+    /// record, and a shared slot then cloned and dropped a name for each).
+    pub own: ReadRecord,
+}
+
+impl Default for Track {
+    fn default() -> Self {
+        Track {
+            kind: None,
+            open: Vec::new(),
+            bodies: Vec::new(),
+            own: super::empty_record(),
+        }
+    }
 }
 
 impl Track {
@@ -71,40 +85,78 @@ impl Track {
         op_by_name: &FastMap<&'static str, CudaOp>,
         slot: &mut ReadRecord,
     ) -> bool {
-        let Some(o) = self.open.pop() else {
-            return false;
-        };
-        let dur = end.saturating_sub(o.ts);
-        match o.what {
-            What::Launch { op, idx } => match (&self.kind, launches.get(idx as usize)) {
-                (Some(TrackKind::Thread(t)), Some(l)) => {
-                    put_launch(slot, o.ts, dur, t, op, l);
+        end_top(self, end, launches, op_by_name, Slot::Given(slot))
+    }
+
+    /// [`Self::end_top`] into the track's own slot, [`Self::own`].
+    #[inline(always)]
+    pub fn end_top_own(
+        &mut self,
+        end: u64,
+        launches: &[LaunchConfig],
+        op_by_name: &FastMap<&'static str, CudaOp>,
+    ) -> bool {
+        end_top(self, end, launches, op_by_name, Slot::Own)
+    }
+}
+
+/// Where [`end_top`] writes.
+enum Slot<'a> {
+    Given(&'a mut ReadRecord),
+    Own,
+}
+
+#[inline(always)]
+fn end_top(
+    track: &mut Track,
+    end: u64,
+    launches: &[LaunchConfig],
+    op_by_name: &FastMap<&'static str, CudaOp>,
+    slot: Slot<'_>,
+) -> bool {
+    let Track {
+        kind,
+        open,
+        bodies,
+        own,
+    } = track;
+    let slot = match slot {
+        Slot::Given(s) => s,
+        Slot::Own => own,
+    };
+    let Some(o) = open.pop() else {
+        return false;
+    };
+    let dur = end.saturating_sub(o.ts);
+    match o.what {
+        What::Launch { op, idx } => match (kind, launches.get(idx as usize)) {
+            (Some(TrackKind::Thread(t)), Some(l)) => {
+                put_launch(slot, o.ts, dur, t, op, l);
+                true
+            }
+            _ => false,
+        },
+        What::Body => {
+            let Some(body) = bodies.last() else {
+                return false;
+            };
+            let kind = kind.as_ref();
+            let done = match (kind, body) {
+                (Some(TrackKind::Thread(t)), OpenBody::Cuda(p)) => {
+                    put_cuda(slot, o.ts, dur, t, p);
                     true
                 }
+                (Some(TrackKind::OffCpu(t)), OpenBody::OffCpu(p)) => {
+                    put_off_cpu(slot, o.ts, dur, t, p);
+                    true
+                }
+                (_, OpenBody::General { name, args }) => {
+                    general(kind, op_by_name, o.ts, name, args, end, slot)
+                }
                 _ => false,
-            },
-            What::Body => {
-                let Some(body) = self.bodies.last() else {
-                    return false;
-                };
-                let kind = self.kind.as_ref();
-                let done = match (kind, body) {
-                    (Some(TrackKind::Thread(t)), OpenBody::Cuda(p)) => {
-                        put_cuda(slot, o.ts, dur, t, p);
-                        true
-                    }
-                    (Some(TrackKind::OffCpu(t)), OpenBody::OffCpu(p)) => {
-                        put_off_cpu(slot, o.ts, dur, t, p);
-                        true
-                    }
-                    (_, OpenBody::General { name, args }) => {
-                        general(kind, op_by_name, o.ts, name, args, end, slot)
-                    }
-                    _ => false,
-                };
-                self.bodies.truncate(self.bodies.len() - 1);
-                done
-            }
+            };
+            bodies.truncate(bodies.len() - 1);
+            done
         }
     }
 }
