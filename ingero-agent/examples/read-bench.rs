@@ -20,22 +20,8 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use ingero_agent::read::{ChunkedPackets, ReadRecord, TimeRange, TraceReader, empty_record};
 use ingero_agent::record::{FinalStats, Recorder, RecorderConfig, synth};
+use ingero_agent::timeline::clock::thread_cpu_secs;
 use libdeflater::{CompressionLvl, Compressor, Decompressor};
-
-/// CPU time consumed by this thread, in seconds.
-fn thread_cpu_secs() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec and the clock id is a constant the kernel
-    // supports; the call only writes into `ts`.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0.0;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
-}
 
 fn varint(out: &mut Vec<u8>, mut v: u64) {
     loop {

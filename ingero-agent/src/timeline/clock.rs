@@ -13,6 +13,12 @@ use std::time::Duration;
 /// How often the offset is re-measured by default.
 pub const DEFAULT_REMEASURE_INTERVAL: Duration = Duration::from_secs(1);
 
+/// CPU time the calling thread has used, in seconds: what the benchmarks divide by, so their
+/// per-core figures hold on a shared machine.
+pub fn thread_cpu_secs() -> f64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID) as f64 / 1e9
+}
+
 /// Reads a clock in nanoseconds (also used for the recording's clock snapshots).
 pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
@@ -20,8 +26,9 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes
-    // to it. Both clocks used here always exist on Linux, so the call cannot
-    // fail; if it somehow did, `ts` stays zeroed.
+    // to it. The clocks used with it (MONOTONIC, REALTIME, BOOTTIME, the
+    // thread's CPU clock) always exist on Linux, so the call cannot fail; if
+    // it somehow did, `ts` stays zeroed.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
     let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);
