@@ -19,25 +19,14 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use ingero_agent::read::{ChunkedPackets, ReadRecord, TimeRange, TraceReader, empty_record};
+use ingero_agent::record::proto::wire::put_varint;
 use ingero_agent::record::{FinalStats, Recorder, RecorderConfig, synth};
 use ingero_agent::timeline::clock::thread_cpu_secs;
 use libdeflater::{CompressionLvl, Compressor, Decompressor};
 
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
-}
-
 fn frame(out: &mut Vec<u8>, tag: &[u8], packet: &[u8]) {
     out.extend_from_slice(tag);
-    varint(out, packet.len() as u64);
+    put_varint(out, packet.len() as u64);
     out.extend_from_slice(packet);
 }
 

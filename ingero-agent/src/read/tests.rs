@@ -12,6 +12,7 @@ use super::{
     empty_record,
 };
 use crate::decode::CudaArgs;
+use crate::record::proto::wire::put_varint;
 use crate::record::proto::{
     DebugAnnotation, DebugAnnotationName, EventName, InternedData, InternedString,
     ThreadDescriptor, TracePacket, TrackDescriptor, TrackEvent, event_type,
@@ -69,22 +70,10 @@ pub(super) fn packets_of(file: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
-}
-
 /// `Trace.packet` framing.
 pub(super) fn frame(out: &mut Vec<u8>, packet: &[u8]) {
     out.push(0x0A);
-    varint(out, packet.len() as u64);
+    put_varint(out, packet.len() as u64);
     out.extend_from_slice(packet);
 }
 
@@ -104,7 +93,7 @@ pub(super) fn container(packets: &[Vec<u8>]) -> Vec<u8> {
     }
     let z = zlib(&inner);
     let mut outer = vec![0x92, 0x03];
-    varint(&mut outer, z.len() as u64);
+    put_varint(&mut outer, z.len() as u64);
     outer.extend_from_slice(&z);
     outer
 }
@@ -249,7 +238,7 @@ fn a_corrupt_container_is_an_error_after_the_earlier_records() {
     // A valid zlib stream whose content is a packet cut short.
     let mut raw = vec![0x92, 0x03];
     let z = zlib(&[0x0A, 0x20, 1, 2]);
-    varint(&mut raw, z.len() as u64);
+    put_varint(&mut raw, z.len() as u64);
     raw.extend(&z);
     let at = file.len();
     frame(&mut file, &raw);
