@@ -129,44 +129,21 @@ impl FileDecoder {
     /// [`Self::pending_into`] then decodes).
     #[inline(always)]
     pub(super) fn hot_into(&mut self, slot: &mut ReadRecord) -> bool {
-        let FileDecoder {
-            dec,
-            inf,
-            pos,
-            end,
-            packets,
-            ..
-        } = self;
-        let buf = inf.buf().get(..*end).unwrap_or_default();
-        let mut at = *pos;
-        let mut n = 0u64;
-        let mut done = false;
-        while let Some(&[0x0A, len]) = buf.get(at..at + 2) {
-            let next = at + 2 + usize::from(len);
-            let Some(p) = buf.get(at + 2..next).filter(|_| len < 0x80) else {
-                break;
-            };
-            match dec.try_fast(p, slot) {
-                Some(d) => {
-                    at = next;
-                    n += 1;
-                    if d {
-                        done = true;
-                        break;
-                    }
-                }
-                None => break,
-            }
-        }
-        *pos = at;
-        *packets += n;
-        done
+        self.hot_loop(|dec, p| dec.try_fast(p, slot))
     }
 
     /// The hot loop of [`Self::hot_into`], calling `f` on every record instead of stopping at
     /// it; returns at the end of the container or at a packet it does not take.
     #[inline(always)]
     pub(super) fn hot_each(&mut self, slot: &mut ReadRecord, f: &mut impl FnMut(&ReadRecord)) {
+        self.hot_loop(|dec, p| dec.try_fast_each(p, slot, f).map(|()| false));
+    }
+
+    /// Walks the inflated container's one-byte-length packets through `take` (the fast path:
+    /// `None` when it does not take the packet, `Some(true)` to stop after it). `true` when it
+    /// stopped that way; `false` at the end or at a packet not taken.
+    #[inline(always)]
+    fn hot_loop(&mut self, mut take: impl FnMut(&mut Decoder, &[u8]) -> Option<bool>) -> bool {
         let FileDecoder {
             dec,
             inf,
@@ -178,19 +155,25 @@ impl FileDecoder {
         let buf = inf.buf().get(..*end).unwrap_or_default();
         let mut at = *pos;
         let mut n = 0u64;
+        let mut stopped = false;
         while let Some(&[0x0A, len]) = buf.get(at..at + 2) {
             let next = at + 2 + usize::from(len);
             let Some(p) = buf.get(at + 2..next).filter(|_| len < 0x80) else {
                 break;
             };
-            if dec.try_fast_each(p, slot, f).is_none() {
+            let Some(stop) = take(dec, p) else {
                 break;
-            }
+            };
             at = next;
             n += 1;
+            if stop {
+                stopped = true;
+                break;
+            }
         }
         *pos = at;
         *packets += n;
+        stopped
     }
 
     /// [`Self::pending_into`] past a packet the hot loop does not take: decodes it, then goes
