@@ -14,6 +14,8 @@
 //! file it would read. `skim` is the skim mode's pass over the same file (containers skipped
 //! unopened).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -109,26 +111,6 @@ fn inflate_only(path: &Path) -> Result<(f64, (f64, u64))> {
     Ok((
         start.elapsed().as_secs_f64(),
         (thread_cpu_secs() - cpu, total),
-    ))
-}
-
-fn read_into(path: &Path) -> Result<(f64, (f64, u64))> {
-    let start = Instant::now();
-    let cpu = thread_cpu_secs();
-    let mut reader = TraceReader::from_files(vec![path.to_path_buf()], TimeRange::all());
-    let mut rec: ReadRecord = empty_record();
-    let mut count = 0u64;
-    let mut dur = 0u64;
-    while reader.next_into(&mut rec)? {
-        if let ReadRecord::Cuda(c) = &rec {
-            dur = dur.wrapping_add(c.duration_ns);
-        }
-        count += 1;
-    }
-    std::hint::black_box(dur);
-    Ok((
-        start.elapsed().as_secs_f64(),
-        (thread_cpu_secs() - cpu, count),
     ))
 }
 
@@ -239,7 +221,7 @@ fn main() -> Result<()> {
         }
     };
     if only.as_deref() == Some("next_into") {
-        let (_, (_, count)) = read_into(&path)?;
+        let (_, (_, count)) = common::read_into(&path)?;
         println!("records {count}");
     } else if only.as_deref() == Some("for_each") {
         let (_, (_, count)) = read_each(&path)?;
@@ -247,7 +229,7 @@ fn main() -> Result<()> {
     } else {
         let size = std::fs::metadata(&path).context("trace size")?.len();
         let (w, c, inflated) = best(rounds, || inflate_only(&path))?;
-        let (iw, ic, count) = best(rounds, || read_into(&path))?;
+        let (iw, ic, count) = best(rounds, || common::read_into(&path))?;
         println!(
             "file_bytes {size} bytes ({:.2} per record)",
             size as f64 / count as f64

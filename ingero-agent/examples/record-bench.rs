@@ -14,11 +14,13 @@
 //! (default: the recorder's default); `--levels` adds size and writer figures for each listed
 //! level (and how fast its chunks inflate); `--write-only` skips the reader (for profiling the writer under callgrind).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use ingero_agent::read::{PacketReader, ReadRecord, TimeRange, TraceReader, empty_record};
+use ingero_agent::read::{PacketReader, TimeRange, TraceReader};
 use ingero_agent::record::{FinalStats, Recorder, RecorderConfig, synth};
 use ingero_agent::timeline::clock::thread_cpu_secs;
 use ingero_agent::timeline::record::TimelineRecord;
@@ -125,27 +127,6 @@ fn read_iter(path: &Path) -> Result<(f64, u64, u64, f64)> {
     ))
 }
 
-/// Reads the file through `next_into` (one reused record) and returns (seconds, records).
-fn read_into(path: &Path) -> Result<(f64, (u64, f64))> {
-    let start = Instant::now();
-    let cpu = thread_cpu_secs();
-    let mut reader = TraceReader::from_files(vec![path.to_path_buf()], TimeRange::all());
-    let mut rec: ReadRecord = empty_record();
-    let mut count = 0u64;
-    let mut dur = 0u64;
-    while reader.next_into(&mut rec)? {
-        if let ReadRecord::Cuda(c) = &rec {
-            dur = dur.wrapping_add(c.duration_ns);
-        }
-        count += 1;
-    }
-    std::hint::black_box(dur);
-    Ok((
-        start.elapsed().as_secs_f64(),
-        (count, thread_cpu_secs() - cpu),
-    ))
-}
-
 fn best<T>(rounds: u32, mut f: impl FnMut() -> Result<(f64, T)>) -> Result<(f64, T)> {
     let mut out = f()?;
     for _ in 1..rounds {
@@ -240,7 +221,7 @@ fn main() -> Result<()> {
         count as f64 / rcpu / 1e6
     );
     println!("reader_bandwidth {:.0} MB/s", bytes as f64 / rsecs / 1e6);
-    let (isecs, (icount, icpu)) = best(rounds, || read_into(&path))?;
+    let (isecs, (icpu, icount)) = best(rounds, || common::read_into(&path))?;
     println!(
         "reader_next_into_throughput {:.2} M records/s ({:.2} M records per cpu-s)",
         icount as f64 / isecs / 1e6,
