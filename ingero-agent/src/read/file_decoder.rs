@@ -129,21 +129,26 @@ impl FileDecoder {
     /// [`Self::pending_into`] then decodes).
     #[inline(always)]
     pub(super) fn hot_into(&mut self, slot: &mut ReadRecord) -> bool {
-        self.hot_loop(|dec, p| dec.try_fast(p, slot))
+        self.hot_loop(|dec, p, _| dec.try_fast(p, slot).map(|stop| (0, stop)))
     }
 
     /// The hot loop of [`Self::hot_into`], calling `f` on every record instead of stopping at
     /// it; returns at the end of the container or at a packet it does not take.
     #[inline(always)]
     pub(super) fn hot_each(&mut self, slot: &mut ReadRecord, f: &mut impl FnMut(&ReadRecord)) {
-        self.hot_loop(|dec, p| dec.try_fast_each(p, slot, f).map(|()| false));
+        self.hot_loop(|dec, p, after| dec.try_fast_each(p, after, slot, f).map(|n| (n, false)));
     }
 
-    /// Walks the inflated container's one-byte-length packets through `take` (the fast path:
-    /// `None` when it does not take the packet, `Some(true)` to stop after it). `true` when it
-    /// stopped that way; `false` at the end or at a packet not taken.
+    /// Walks the inflated container's one-byte-length packets through `take` (the fast path,
+    /// given the packet and the bytes after it: `None` when it does not take the packet, else
+    /// how many bytes after it it took as well (a slice end it decoded with its begin) and
+    /// `true` to stop there). `true` when it stopped that way; `false` at the end or at a
+    /// packet not taken.
     #[inline(always)]
-    fn hot_loop(&mut self, mut take: impl FnMut(&mut Decoder, &[u8]) -> Option<bool>) -> bool {
+    fn hot_loop(
+        &mut self,
+        mut take: impl FnMut(&mut Decoder, &[u8], &[u8]) -> Option<(usize, bool)>,
+    ) -> bool {
         let FileDecoder {
             dec,
             inf,
@@ -161,11 +166,12 @@ impl FileDecoder {
             let Some(p) = buf.get(at + 2..next).filter(|_| len < 0x80) else {
                 break;
             };
-            let Some(stop) = take(dec, p) else {
+            let after = buf.get(next..).unwrap_or_default();
+            let Some((extra, stop)) = take(dec, p, after) else {
                 break;
             };
-            at = next;
-            n += 1;
+            at = next + extra;
+            n += 1 + u64::from(extra > 0);
             if stop {
                 stopped = true;
                 break;

@@ -387,12 +387,11 @@ fn decode_with(paths: Paths, file: &[u8]) -> Vec<ReadRecord> {
     out
 }
 
-#[test]
-fn every_decoder_path_yields_the_same_records() {
-    let dir = tmp_dir("paths");
+/// The scenario, launch-dominated calls of two threads (some overlapping), late calls (the
+/// late sequence), an overlap the writer clamps, and a failing call.
+fn mixed_records() -> Vec<TimelineRecord> {
     let mut records = synth::scenario();
     records.extend(synth::launches(3_000, T0 + 30_000_000));
-    // Late calls (the late sequence), an overlap the writer clamps, and a failing call.
     let t = synth::task(synth::SCENARIO_PID, synth::SCENARIO_PID, "python3");
     let launch = |ts: u64, dur: u64, ret: i32| {
         synth::cuda(
@@ -417,6 +416,13 @@ fn every_decoder_path_yields_the_same_records() {
         launch(late + 10_000, 50_000, 0),
         launch(late + 20_000, 50_000, 719),
     ]);
+    records
+}
+
+#[test]
+fn every_decoder_path_yields_the_same_records() {
+    let dir = tmp_dir("paths");
+    let records = mixed_records();
     // The writer's own compressed chunks and plain packets give the same records.
     let one = |level| {
         let d = dir.join(format!("level-{level}"));
@@ -550,9 +556,10 @@ fn next_into_all(files: &[PathBuf], range: TimeRange) -> Vec<ReadRecord> {
 #[test]
 fn for_each_record_yields_what_next_into_yields() {
     let dir = tmp_dir("for-each");
-    let mut records = synth::scenario();
-    records.extend(synth::launches(3_000, T0 + 30_000_000));
-    // Plain and compressed files, rotated: the hot loop, the slow path and file changes.
+    let records = mixed_records();
+    // Plain and compressed files, rotated: the hot loop (a call's begin and end decoded as
+    // one, or apart when another thread's call comes between), the slow path and file
+    // changes.
     let mut paths = Vec::new();
     for (level, name) in [(0, "plain"), (1, "packed")] {
         let d = dir.join(name);

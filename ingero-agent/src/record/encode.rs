@@ -6,11 +6,16 @@
 //! path wrote a packet:
 //!
 //! ```text
-//! 0x0A len  timestamp(8) trusted_packet_sequence_id(10)
+//! 0x0A len  trusted_packet_sequence_id(10)
 //!           track_event(11) { category_iids(3)… debug_annotations(4)… type(9) name_iid(10)
 //!                             track_uuid(11) counter_value(30) }
-//!           [interned_data(12)] sequence_flags(13) [machine_id(98)]
+//!           [interned_data(12)] sequence_flags(13) [machine_id(98)] timestamp(8)
 //! ```
+//!
+//! The timestamp comes last because it is what changes from one packet to the next: the
+//! bytes before it repeat whenever a track (and its call) repeats, so the compressor finds
+//! them as one long match, and a reader can recognise them as one key (11 % fewer inflate
+//! instructions and 9 % fewer bytes than with the timestamp first).
 //!
 //! Lengths are written as a one-byte placeholder that is patched when the message is closed;
 //! the rare message of 128 bytes or more (a packet carrying new interned data) moves its body
@@ -199,23 +204,24 @@ fn close_long(buf: &mut Vec<u8>, at: usize, len: usize) {
     buf[at..at + n].copy_from_slice(&v);
 }
 
-/// Where a packet begun by [`event_head`] puts its lengths.
+/// Where a packet begun by [`event_head`] puts its lengths, and its timestamp (written last).
 #[derive(Clone, Copy, Debug)]
 pub struct Head {
     /// The frame's length placeholder (the frame's key is the byte before it).
     pub frame: usize,
     pub track_event: usize,
+    /// Already in the sequence's encoding.
+    pub ts: u64,
 }
 
-/// Starts a track-event packet: frame, timestamp (already in the sequence's encoding),
-/// sequence id, and the `track_event` field's key. Close it with [`event_tail`].
+/// Starts a track-event packet: frame, sequence id, and the `track_event` field's key. Close
+/// it with [`track_event_tail`] and [`packet_tail`], which writes `ts` (already in the
+/// sequence's encoding).
 #[inline(always)]
 pub fn event_head(buf: &mut Vec<u8>, ts: u64, sequence_id: u32) -> Head {
-    // SAFETY: at most 2 + 11 + 6 + 2 = 21 bytes.
-    let mut r = unsafe { Room::new(buf, 24) };
+    // SAFETY: at most 2 + 6 + 2 = 10 bytes.
+    let mut r = unsafe { Room::new(buf, 12) };
     let frame = r.open(FRAME);
-    r.byte(TIMESTAMP);
-    r.varint(ts);
     r.byte(SEQUENCE_ID);
     r.varint(u64::from(sequence_id));
     let track_event = r.open(TRACK_EVENT);
@@ -223,6 +229,7 @@ pub fn event_head(buf: &mut Vec<u8>, ts: u64, sequence_id: u32) -> Head {
     Head {
         frame: base + frame,
         track_event: base + track_event,
+        ts,
     }
 }
 
@@ -279,21 +286,23 @@ pub fn track_event_tail(buf: &mut Vec<u8>, h: Head, t: &EventTail) {
     close(buf, h.track_event);
 }
 
-/// Ends a packet: sequence flags and machine id (after interned data, field 12), and the
-/// frame's length.
+/// Ends a packet: sequence flags, machine id (after interned data, field 12) and timestamp,
+/// and the frame's length.
 #[inline(always)]
 pub fn packet_tail(buf: &mut Vec<u8>, h: Head, flags: u32, machine_id: &MachineIdField) {
-    // SAFETY: at most 6 + 8 = 14 bytes.
-    let mut r = unsafe { Room::new(buf, 16) };
+    // SAFETY: at most 6 + 8 + 11 = 25 bytes.
+    let mut r = unsafe { Room::new(buf, 28) };
     r.byte(SEQUENCE_FLAGS);
     r.varint(u64::from(flags));
     r.machine_id(machine_id);
+    r.byte(TIMESTAMP);
+    r.varint(h.ts);
     r.done();
     close(buf, h.frame);
 }
 
-/// A whole slice-end packet (no interned data): `{ts, seq, track_event{type=2, track_uuid},
-/// flags, machine_id}` in one write, its lengths known to fit one byte.
+/// A whole slice-end packet (no interned data): `{seq, track_event{type=2, track_uuid},
+/// flags, machine_id, ts}` in one write, its lengths known to fit one byte.
 #[inline(always)]
 pub fn slice_end(
     buf: &mut Vec<u8>,
@@ -307,8 +316,6 @@ pub fn slice_end(
     // one byte).
     let mut r = unsafe { Room::new(buf, 48) };
     let frame = r.open(FRAME);
-    r.byte(TIMESTAMP);
-    r.varint(ts);
     r.byte(SEQUENCE_ID);
     r.varint(u64::from(sequence_id));
     let te = r.open(TRACK_EVENT);
@@ -320,6 +327,8 @@ pub fn slice_end(
     r.byte(SEQUENCE_FLAGS);
     r.varint(u64::from(flags));
     r.machine_id(machine_id);
+    r.byte(TIMESTAMP);
+    r.varint(ts);
     r.close(frame);
     r.done();
 }

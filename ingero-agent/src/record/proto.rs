@@ -383,7 +383,6 @@ pub mod wire {
         if let Some(m) = &p.clock_snapshot {
             message::encode(6, m, out);
         }
-        put_v(out, 8, p.timestamp);
         put_v(out, 10, p.trusted_packet_sequence_id.map(u64::from));
         if let Some(t) = &p.track_event {
             put_key(out, 11, 2);
@@ -403,6 +402,8 @@ pub mod wire {
         }
         put_v(out, 87, p.first_packet_on_sequence.map(u64::from));
         put_v(out, 98, p.machine_id.map(u64::from));
+        // Last, as in `record::encode` (see there why).
+        put_v(out, 8, p.timestamp);
         debug_assert_eq!(p.encoded_len(), len);
     }
 

@@ -3,11 +3,13 @@
 //!
 //! Two levels, each falling back to the next before any state has changed:
 //! - [`Decoder::fast`] first matches the writer's byte layout field by field, in its order:
-//!   a slice end `{timestamp, sequence id, track_event {type=2, track_uuid}, sequence_flags,
-//!   machine_id}` and a slice begin with exactly one interned argument (a kernel launch)
+//!   a slice end `{sequence id, track_event {type=2, track_uuid}, sequence_flags, machine_id,
+//!   timestamp}` and a slice begin with exactly one interned argument (a kernel launch)
 //!   `{.., track_event {debug_annotation {name_iid, string_value_iid}, type=1, name_iid,
-//!   track_uuid}, ..}`. A launch then takes its configuration straight from the interned
-//!   string, parsed when it was declared.
+//!   track_uuid}, .., timestamp}`. A launch then takes its configuration straight from the
+//!   interned string, parsed when it was declared. What it decides for the bytes before the
+//!   timestamp is remembered (`memo.rs`), and [`Decoder::fast_each`] decodes a launch and the
+//!   slice end that follows it on its track as one.
 //! - [`Decoder::fast_fields`] takes the same messages with fields in any order, any number of
 //!   interned arguments with integer or interned string values, and category iids.
 //!
@@ -16,12 +18,15 @@
 
 use ingero_ebpf::CudaOp;
 
-use super::memo::Action;
+use super::memo::{Action, Key};
 use super::{
     CudaPrep, Decoder, IidTable, K, KeyEntry, NameKind, OpenBody, Plan, ReadRecord, SlotArgs,
     SlotVal, Slots, TrackKind,
 };
 use crate::record::proto::SEQ_INCREMENTAL_STATE_CLEARED;
+
+/// `Trace.packet` (1, bytes): the frame of each packet in a container.
+const FRAME: u8 = 0x0A;
 
 /// `TracePacket` tags.
 const TIMESTAMP: u8 = 0x40; // 8, varint
@@ -182,7 +187,67 @@ fn take(p: &[u8]) -> Option<(u64, &[u8])> {
     }
 }
 
-/// Matches the writer's layouts byte by byte (see the module doc), past the timestamp:
+/// A packet ending with its timestamp, as the writer puts it: the bytes before the
+/// timestamp field and its value. The field is found from the end: the varint's last byte is
+/// the only one without the continuation bit, and the key byte before it has none either.
+/// Whatever comes before is only trusted once matched in full (the memo's exact bytes, or
+/// [`layout`]), so a packet that merely ends in such bytes decodes as what it is.
+#[inline(always)]
+fn split_ts(p: &[u8]) -> Option<(&[u8], u64)> {
+    // Most gaps between packets take two bytes (128 ns to 16 µs).
+    match p {
+        [head @ .., TIMESTAMP, a, b] if *a >= 0x80 && *b < 0x80 => {
+            Some((head, u64::from(a & 0x7f) | (u64::from(*b) << 7)))
+        }
+        [head @ .., TIMESTAMP, a] if *a < 0x80 => Some((head, u64::from(*a))),
+        [head @ .., TIMESTAMP, a, b, c] if (*a & *b) >= 0x80 && *c < 0x80 => Some((
+            head,
+            u64::from(a & 0x7f) | (u64::from(b & 0x7f) << 7) | (u64::from(*c) << 14),
+        )),
+        _ => split_ts_long(p),
+    }
+}
+
+/// [`split_ts`] for varints of 4 to 10 bytes (gaps of 268 ms and more).
+#[inline(never)]
+fn split_ts_long(p: &[u8]) -> Option<(&[u8], u64)> {
+    let [.., last] = p else {
+        return None;
+    };
+    if *last >= 0x80 {
+        return None;
+    }
+    let cont = p
+        .iter()
+        .rev()
+        .skip(1)
+        .take(9)
+        .take_while(|b| **b >= 0x80)
+        .count();
+    let start = p.len().checked_sub(cont + 1)?;
+    let key = start.checked_sub(1)?;
+    if p.get(key) != Some(&TIMESTAMP) {
+        return None;
+    }
+    let mut i = start;
+    let v = varint(p, &mut i)?;
+    Some((p.get(..key)?, v))
+}
+
+/// The slice end right after a launch, when it is `key` (a slice end of the launch's track on
+/// sequence `seq`) followed by its timestamp: the timestamp and the bytes it takes.
+#[inline(always)]
+fn next_end(after: &[u8], key: Option<&(Key, u64)>, seq: u64) -> Option<(u64, usize)> {
+    let (key, key_seq) = key?;
+    let [FRAME, len, q @ ..] = after else {
+        return None;
+    };
+    let p = q.get(..usize::from(*len)).filter(|_| *len < 0x80)?;
+    let (head, ts) = split_ts(p)?;
+    (*key_seq == seq && Key::of(head).as_ref() == Some(key)).then_some((ts, 2 + p.len()))
+}
+
+/// Matches the writer's layouts byte by byte (see the module doc), before the timestamp:
 /// `(sequence id, what)`.
 #[inline(always)]
 fn layout(r: &[u8]) -> Option<(u64, Layout)> {
@@ -256,90 +321,151 @@ impl Decoder {
     /// when the packet needs the scanner path.
     #[inline(always)]
     pub(super) fn fast(&mut self, p: &[u8], slot: &mut ReadRecord) -> Option<bool> {
-        if let [TIMESTAMP, r @ ..] = p {
-            if let Some((ts, rest)) = take(r) {
-                if let Some(a) = self.memo.get(rest) {
-                    if let Some(done) = self.run(ts, a, slot) {
-                        self.layout_hits += 1;
-                        return Some(done);
-                    }
+        if let Some((head, ts)) = split_ts(p) {
+            if let Some(a) = self.memo.get(head) {
+                if let Some(done) = self.run(ts, a, slot) {
+                    self.layout_hits += 1;
+                    return Some(done);
                 }
-                if let Some((seq_id, l)) = layout(rest) {
-                    if let Some((done, a)) = self.apply(ts, seq_id, l, slot) {
-                        if let Some(a) = a {
-                            self.memo.put(rest, a);
-                        }
-                        self.layout_hits += 1;
-                        return Some(done);
-                    }
-                }
+            }
+            if let Some(done) = self.by_layout(head, ts, slot) {
+                return Some(done);
             }
         }
         self.fast_fields(p, slot)
     }
 
+    /// A packet the memo does not know, matched against the writer's layouts: `None`
+    /// (nothing changed) when it needs a slower path. What it decided is remembered.
+    #[inline(always)]
+    fn by_layout(&mut self, head: &[u8], ts: u64, slot: &mut ReadRecord) -> Option<bool> {
+        let (seq_id, l) = layout(head)?;
+        let (done, a) = self.apply(ts, seq_id, l, slot)?;
+        if let Some(a) = a {
+            self.memo.put(head, a);
+            if let (Action::End { seq, uuid }, Some(key)) = (a, Key::of(head)) {
+                if let Some(tr) = self.tracks.get_mut(uuid) {
+                    tr.end_key = Some((key, seq));
+                }
+            }
+        }
+        self.layout_hits += 1;
+        Some(done)
+    }
+
     /// [`Self::fast`], calling `f` on the record a packet completes. A remembered slice end
-    /// writes into its track's own slot (see `Track::own`), the rest into `slot`.
+    /// writes into its track's own slot (see `Track::own`), the rest into `slot`. A
+    /// remembered launch followed by its track's slice end (`after` holds the bytes after the
+    /// packet) is decoded with that end as one record: `Some(n)` says how many bytes of
+    /// `after` that took.
     #[inline(always)]
     pub(super) fn fast_each(
         &mut self,
         p: &[u8],
+        after: &[u8],
         slot: &mut ReadRecord,
         f: &mut impl FnMut(&ReadRecord),
-    ) -> Option<()> {
-        if let [TIMESTAMP, r @ ..] = p {
-            if let Some((ts, rest)) = take(r) {
-                match self.memo.get(rest) {
-                    Some(Action::End { seq, uuid }) => {
-                        let Decoder {
-                            seqs,
-                            tracks,
-                            launches,
-                            op_by_name,
-                            layout_hits,
-                            ..
-                        } = self;
-                        // Else `run` could not end it either: the layout and slower paths.
-                        if let Some(tr) = tracks.get_mut(uuid).filter(|t| !t.open.is_empty()) {
-                            if let Some(s) = seqs.get_mut(seq) {
-                                let end = s.advance(Some(ts), None);
-                                *layout_hits += 1;
-                                if tr.end_top_own(end, launches, op_by_name) {
-                                    f(&tr.own);
-                                }
-                                return Some(());
+    ) -> Option<usize> {
+        if let Some((head, ts)) = split_ts(p) {
+            match self.memo.get(head) {
+                Some(Action::End { seq, uuid }) => {
+                    let Decoder {
+                        seqs,
+                        tracks,
+                        launches,
+                        op_by_name,
+                        layout_hits,
+                        ..
+                    } = self;
+                    // Else `run` could not end it either: the layout and slower paths.
+                    if let Some(tr) = tracks.get_mut(uuid).filter(|t| !t.open.is_empty()) {
+                        if let Some(s) = seqs.get_mut(seq) {
+                            let end = s.advance(Some(ts), None);
+                            *layout_hits += 1;
+                            if tr.end_top_own(end, launches, op_by_name) {
+                                f(&tr.own);
                             }
+                            return Some(0);
                         }
                     }
-                    Some(a) => {
-                        if let Some(done) = self.run(ts, a, slot) {
-                            self.layout_hits += 1;
-                            if done {
-                                f(slot);
-                            }
-                            return Some(());
-                        }
-                    }
-                    None => {}
                 }
-                if let Some((seq_id, l)) = layout(rest) {
-                    if let Some((done, a)) = self.apply(ts, seq_id, l, slot) {
-                        if let Some(a) = a {
-                            self.memo.put(rest, a);
+                Some(Action::Launch { seq, uuid, op, idx }) => {
+                    let Decoder {
+                        seqs,
+                        tracks,
+                        launches,
+                        layout_hits,
+                        ..
+                    } = self;
+                    if let (Some(tr), Some(s)) = (tracks.get_mut(uuid), seqs.get_mut(seq)) {
+                        let begin = s.advance(Some(ts), None);
+                        *layout_hits += 1;
+                        if let Some((end_ts, n)) = next_end(after, tr.end_key.as_ref(), seq) {
+                            let end = s.advance(Some(end_ts), None);
+                            *layout_hits += 1;
+                            if tr.launch_own(begin, end, op, idx, launches) {
+                                f(&tr.own);
+                            }
+                            return Some(n);
                         }
-                        self.layout_hits += 1;
-                        if done {
-                            f(slot);
-                        }
-                        return Some(());
+                        tr.push_launch(begin, op, idx);
+                        return Some(0);
                     }
+                }
+                Some(Action::Call { seq, uuid, body }) => {
+                    let Decoder {
+                        seqs,
+                        tracks,
+                        memo,
+                        layout_hits,
+                        ..
+                    } = self;
+                    if let (Some(tr), Some(s), Some(body)) =
+                        (tracks.get_mut(uuid), seqs.get_mut(seq), memo.body(body))
+                    {
+                        let begin = s.advance(Some(ts), None);
+                        *layout_hits += 1;
+                        if let Some((end_ts, n)) = next_end(after, tr.end_key.as_ref(), seq) {
+                            let end = s.advance(Some(end_ts), None);
+                            *layout_hits += 1;
+                            if tr.call_own(begin, end, body) {
+                                f(&tr.own);
+                            }
+                            return Some(n);
+                        }
+                        tr.push(begin, OpenBody::Cuda(body.clone()));
+                        return Some(0);
+                    }
+                }
+                None => {}
+            }
+            if let Some(done) = self.by_layout(head, ts, slot) {
+                if done {
+                    f(slot);
+                }
+                return Some(0);
+            }
+            // The writer's other calls (several arguments): remembered once resolved.
+            self.began = None;
+            let done = self.fast_fields(p, slot)?;
+            if let Some((seq, uuid)) = self.began.take() {
+                let body = self.tracks.get(uuid).and_then(|t| match t.bodies.last() {
+                    Some(OpenBody::Cuda(c)) => Some(c.clone()),
+                    _ => None,
+                });
+                if let Some(body) = body {
+                    self.memo.put_call(head, seq, uuid, body);
                 }
             }
+            if done {
+                f(slot);
+            }
+            return Some(0);
         }
         if self.fast_fields(p, slot)? {
             f(slot);
         }
-        Some(())
+        Some(0)
     }
 
     /// Does what a remembered packet does; `None` (nothing changed) when it cannot now (no
@@ -351,6 +477,7 @@ impl Decoder {
             tracks,
             launches,
             op_by_name,
+            memo,
             ..
         } = self;
         match a {
@@ -366,6 +493,13 @@ impl Decoder {
                 let tr = tracks.get_mut(uuid)?;
                 let ts = seqs.get_mut(seq)?.advance(Some(ts), None);
                 tr.push_launch(ts, op, idx);
+                Some(false)
+            }
+            Action::Call { seq, uuid, body } => {
+                let tr = tracks.get_mut(uuid)?;
+                let body = memo.body(body)?;
+                let ts = seqs.get_mut(seq)?.advance(Some(ts), None);
+                tr.push(ts, OpenBody::Cuda(body.clone()));
                 Some(false)
             }
         }
@@ -522,6 +656,7 @@ impl Decoder {
                     strings: &seq.strings,
                 });
                 tr.push(ts, body);
+                self.began = Some((seq_id, uuid));
                 Some(false)
             }
             SLICE_END => {
@@ -537,5 +672,57 @@ impl Decoder {
             }
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::proto::wire::put_varint;
+
+    fn with_ts(head: &[u8], ts: u64) -> Vec<u8> {
+        let mut p = head.to_vec();
+        p.push(TIMESTAMP);
+        put_varint(&mut p, ts);
+        p
+    }
+
+    #[test]
+    fn split_ts_takes_the_trailing_timestamp_of_any_length() {
+        // A head ending in bytes that look like a varint's (0x40 included) and in one with the
+        // continuation bit, which cannot end a message but must not confuse the split.
+        for head in [
+            &[0x50, 0x01, 0x90, 0x06, 0xc6, 0xa5, 0x2d][..],
+            &[0x58, 0x40],
+            &[0xff],
+        ] {
+            for ts in [
+                0,
+                1,
+                127,
+                128,
+                300,
+                16_383,
+                16_384,
+                2_000_000,
+                1 << 40,
+                u64::MAX,
+            ] {
+                let p = with_ts(head, ts);
+                assert_eq!(split_ts(&p), Some((head, ts)), "head {head:x?}, ts {ts}");
+            }
+        }
+        // No trailing timestamp: the timestamp first, a cut varint, nothing at all.
+        let mut first = vec![TIMESTAMP, 0x85, 0x03];
+        first.extend_from_slice(&[0x50, 0x01]);
+        assert_eq!(split_ts(&first), None);
+        assert_eq!(split_ts(&[0x50, 0x01, TIMESTAMP, 0x85]), None);
+        assert_eq!(split_ts(&[TIMESTAMP]), None);
+        assert_eq!(split_ts(&[]), None);
+        // Eleven varint bytes are too many.
+        let mut long = vec![0x50, 0x01, TIMESTAMP];
+        long.extend_from_slice(&[0xff; 10]);
+        long.push(0x01);
+        assert_eq!(split_ts(&long), None);
     }
 }

@@ -1,10 +1,12 @@
-//! A memo of the writer's hot packets. Past its timestamp, a slice end or a launch begin is
-//! the same bytes every time its track (and launch) repeats, and what those bytes mean
+//! A memo of the writer's hot packets. Before its timestamp, a slice end or a call's begin is
+//! the same bytes every time its track (and arguments) repeat, and what those bytes mean
 //! depends only on the interning tables and track descriptors, which change only on the
 //! general path. So the fast path remembers what it decided for such bytes, keyed by the
 //! bytes themselves, and the general path forgets everything whenever it runs.
 
 use ingero_ebpf::CudaOp;
+
+use super::CudaPrep;
 
 /// What a remembered packet does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,18 +20,21 @@ pub(super) enum Action {
         op: CudaOp,
         idx: u32,
     },
+    /// Begins another CUDA call on track `uuid`, resolved as the memo's body `body`.
+    Call { seq: u64, uuid: u64, body: u32 },
 }
 
 /// Up to 32 bytes as words that cover them all (overlapping at the end), with the length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Key {
+pub(super) struct Key {
     len: usize,
     w: [u64; 4],
 }
 
 impl Key {
+    /// The key of 8 to 32 bytes.
     #[inline(always)]
-    fn of(b: &[u8]) -> Option<Key> {
+    pub(super) fn of(b: &[u8]) -> Option<Key> {
         let len = b.len();
         if !(8..=32).contains(&len) {
             return None;
@@ -59,15 +64,21 @@ impl Key {
 /// begin and end) collided often enough to send one packet in twenty down the layout match.
 const BITS: u32 = 8;
 
+/// Resolved calls kept for [`Action::Call`]; past this many (entries replaced by collisions
+/// leave theirs behind) the memo starts over.
+const MAX_BODIES: usize = 4 << BITS;
+
 /// A direct-mapped table: a collision replaces the older entry.
 pub(super) struct Memo {
     slots: Vec<Option<(Key, Action)>>,
+    bodies: Vec<CudaPrep>,
 }
 
 impl Default for Memo {
     fn default() -> Self {
         Memo {
             slots: vec![None; 1 << BITS],
+            bodies: Vec::new(),
         }
     }
 }
@@ -92,10 +103,37 @@ impl Memo {
         }
     }
 
+    /// Remembers that `rest` begins the call `body` on track `uuid` of sequence `seq`.
+    #[inline]
+    pub fn put_call(&mut self, rest: &[u8], seq: u64, uuid: u64, body: CudaPrep) {
+        if self.bodies.len() >= MAX_BODIES {
+            self.clear();
+        }
+        let Ok(idx) = u32::try_from(self.bodies.len()) else {
+            return;
+        };
+        self.bodies.push(body);
+        self.put(
+            rest,
+            Action::Call {
+                seq,
+                uuid,
+                body: idx,
+            },
+        );
+    }
+
+    /// The resolved call of an [`Action::Call`].
+    #[inline(always)]
+    pub fn body(&self, idx: u32) -> Option<&CudaPrep> {
+        self.bodies.get(idx as usize)
+    }
+
     /// Forgets everything (the tables the actions were decided on may have changed).
     #[inline]
     pub fn clear(&mut self) {
         self.slots.fill(None);
+        self.bodies.clear();
     }
 }
 

@@ -705,6 +705,9 @@ pub(super) struct Decoder {
     layout_hits: u64,
     /// What the fast path decided for the writer's repeated packets.
     memo: memo::Memo,
+    /// The sequence and track of the slice [`Self::fast_fields`] began last, if it was the last
+    /// packet it decoded (so the fast path can remember it).
+    began: Option<(u64, u64)>,
     /// Set by the caller while it feeds the packets of a `compressed_packets` bundle.
     pub(super) in_bundle: bool,
     pub(super) clocks: ClocksSeen,
@@ -795,18 +798,21 @@ impl Decoder {
         self.fast(bytes, slot)
     }
 
-    /// [`Self::try_fast`], calling `f` on the record the packet completes.
+    /// [`Self::try_fast`], calling `f` on the record the packet completes; `after` is what
+    /// follows the packet in its container. `Some(n)`: it also took the `n` bytes after the
+    /// packet (see [`Self::fast_each`]).
     #[inline(always)]
     pub(super) fn try_fast_each(
         &mut self,
         bytes: &[u8],
+        after: &[u8],
         slot: &mut ReadRecord,
         f: &mut impl FnMut(&ReadRecord),
-    ) -> Option<()> {
+    ) -> Option<usize> {
         if self.paths != Paths::All {
             return None;
         }
-        self.fast_each(bytes, slot, f)
+        self.fast_each(bytes, after, slot, f)
     }
 
     #[inline(always)]

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use ingero_ebpf::{CudaOp, OffCpuReason};
 
+use super::memo::Key;
 use super::{CudaPrep, ListArgs, OffPrep, OpenBody, TrackKind, Val, annotation, find, u64_of};
 use crate::decode::CudaArgs;
 use crate::read::types::{CudaCallRecord, LabelInterval, OffCpuRecord, ReadRecord, ThreadRef};
@@ -42,6 +43,9 @@ pub(super) struct Track {
     /// to record, so writing one touches no reference count (threads alternate record by
     /// record, and a shared slot then cloned and dropped a name for each).
     pub own: ReadRecord,
+    /// The bytes (before the timestamp) of a slice end on this track in the writer's layout,
+    /// and its sequence: the fast path decodes a launch and such an end right after it as one.
+    pub end_key: Option<(Key, u64)>,
 }
 
 impl Default for Track {
@@ -51,6 +55,7 @@ impl Default for Track {
             open: Vec::new(),
             bodies: Vec::new(),
             own: super::empty_record(),
+            end_key: None,
         }
     }
 }
@@ -88,6 +93,39 @@ impl Track {
         end_top(self, end, launches, op_by_name, Slot::Given(slot))
     }
 
+    /// A launch that begins at `ts` and ends at `end` with no slice opened in between: what
+    /// [`Self::push_launch`] then [`Self::end_top_own`] do, without the stack.
+    #[inline(always)]
+    pub fn launch_own(
+        &mut self,
+        ts: u64,
+        end: u64,
+        op: CudaOp,
+        idx: u32,
+        launches: &[LaunchConfig],
+    ) -> bool {
+        match (&self.kind, launches.get(idx as usize)) {
+            (Some(TrackKind::Thread(t)), Some(l)) => {
+                put_launch(&mut self.own, ts, end.saturating_sub(ts), t, op, l);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A CUDA call that begins at `ts` and ends at `end` with no slice opened in between:
+    /// what [`Self::push`] then [`Self::end_top_own`] do, without the stacks.
+    #[inline(always)]
+    pub fn call_own(&mut self, ts: u64, end: u64, p: &CudaPrep) -> bool {
+        match &self.kind {
+            Some(TrackKind::Thread(t)) => {
+                put_cuda(&mut self.own, ts, end.saturating_sub(ts), t, p);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// [`Self::end_top`] into the track's own slot, [`Self::own`].
     #[inline(always)]
     pub fn end_top_own(
@@ -119,6 +157,7 @@ fn end_top(
         open,
         bodies,
         own,
+        ..
     } = track;
     let slot = match slot {
         Slot::Given(s) => s,
