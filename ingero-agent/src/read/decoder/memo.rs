@@ -60,9 +60,43 @@ impl Key {
     }
 }
 
+/// 33 to 64 bytes (the begins of calls with several arguments) as eight words, the last
+/// zero-padded; the length tells the padding from zero bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LongKey {
+    len: usize,
+    w: [u64; 8],
+}
+
+impl LongKey {
+    fn of(b: &[u8]) -> Option<LongKey> {
+        let len = b.len();
+        if !(33..=64).contains(&len) {
+            return None;
+        }
+        let mut w = [0u64; 8];
+        for (word, c) in w.iter_mut().zip(b.chunks(8)) {
+            let mut a = [0u8; 8];
+            a[..c.len()].copy_from_slice(c);
+            *word = u64::from_le_bytes(a);
+        }
+        Some(LongKey { len, w })
+    }
+
+    fn slot(&self) -> usize {
+        let h = self
+            .w
+            .iter()
+            .fold(self.len as u64, |h, w| h.rotate_left(23) ^ w);
+        (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - LONG_BITS)) as usize
+    }
+}
+
 /// 256 entries: with 64, the launches of a two-thread recording (a few shapes per thread,
 /// begin and end) collided often enough to send one packet in twenty down the layout match.
 const BITS: u32 = 8;
+/// Long keys are rarer (memcpy, event and stream calls with their arguments).
+const LONG_BITS: u32 = 6;
 
 /// Resolved calls kept for [`Action::Call`]; past this many (entries replaced by collisions
 /// leave theirs behind) the memo starts over.
@@ -71,6 +105,7 @@ const MAX_BODIES: usize = 4 << BITS;
 /// A direct-mapped table: a collision replaces the older entry.
 pub(super) struct Memo {
     slots: Vec<Option<(Key, Action)>>,
+    long: Vec<Option<(LongKey, Action)>>,
     bodies: Vec<CudaPrep>,
 }
 
@@ -78,6 +113,7 @@ impl Default for Memo {
     fn default() -> Self {
         Memo {
             slots: vec![None; 1 << BITS],
+            long: vec![None; 1 << LONG_BITS],
             bodies: Vec::new(),
         }
     }
@@ -87,8 +123,19 @@ impl Memo {
     /// What `rest` (a packet past its timestamp) was found to do, if remembered.
     #[inline(always)]
     pub fn get(&self, rest: &[u8]) -> Option<Action> {
-        let k = Key::of(rest)?;
+        let Some(k) = Key::of(rest) else {
+            return self.get_long(rest);
+        };
         match self.slots.get(k.slot()) {
+            Some(Some((key, a))) if *key == k => Some(*a),
+            _ => None,
+        }
+    }
+
+    #[inline(never)]
+    fn get_long(&self, rest: &[u8]) -> Option<Action> {
+        let k = LongKey::of(rest)?;
+        match self.long.get(k.slot()) {
             Some(Some((key, a))) if *key == k => Some(*a),
             _ => None,
         }
@@ -98,6 +145,10 @@ impl Memo {
     pub fn put(&mut self, rest: &[u8], a: Action) {
         if let Some(k) = Key::of(rest) {
             if let Some(s) = self.slots.get_mut(k.slot()) {
+                *s = Some((k, a));
+            }
+        } else if let Some(k) = LongKey::of(rest) {
+            if let Some(s) = self.long.get_mut(k.slot()) {
                 *s = Some((k, a));
             }
         }
@@ -133,6 +184,7 @@ impl Memo {
     #[inline]
     pub fn clear(&mut self) {
         self.slots.fill(None);
+        self.long.fill(None);
         self.bodies.clear();
     }
 }
@@ -154,6 +206,19 @@ mod tests {
         }
         assert_eq!(Key::of(&base[..7]), None);
         assert_eq!(Key::of(&[0; 33]), None);
+        let base: Vec<u8> = (0..64u8).collect();
+        for len in 33..=64 {
+            let k = LongKey::of(&base[..len]).expect("long key");
+            for i in 0..len {
+                let mut b = base[..len].to_vec();
+                b[i] ^= 0x40;
+                assert_ne!(LongKey::of(&b), Some(k), "len {len}, byte {i}");
+            }
+        }
+        // Zero padding is not a zero byte.
+        assert_ne!(LongKey::of(&[0; 33]), LongKey::of(&[0; 34]));
+        assert_eq!(LongKey::of(&[0; 32]), None);
+        assert_eq!(LongKey::of(&[0; 65]), None);
     }
 
     #[test]
@@ -165,7 +230,14 @@ mod tests {
         m.put(&bytes, a);
         assert_eq!(m.get(&bytes), Some(a));
         assert_eq!(m.get(&bytes[..14]), None);
+        let long = [9u8; 40];
+        let b = Action::End { seq: 2, uuid: 5 };
+        m.put(&long, b);
+        assert_eq!(m.get(&long), Some(b));
+        assert_eq!(m.get(&long[..39]), None);
+        assert_eq!(m.get(&bytes), Some(a));
         m.clear();
         assert_eq!(m.get(&bytes), None);
+        assert_eq!(m.get(&long), None);
     }
 }
