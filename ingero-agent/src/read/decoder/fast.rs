@@ -244,7 +244,7 @@ fn next_end(after: &[u8], key: Option<&(Key, u64)>, seq: u64) -> Option<(u64, us
     };
     let p = q.get(..usize::from(*len)).filter(|_| *len < 0x80)?;
     let (head, ts) = split_ts(p)?;
-    (*key_seq == seq && Key::of(head).as_ref() == Some(key)).then_some((ts, 2 + p.len()))
+    (*key_seq == seq && key.matches(head)).then_some((ts, 2 + p.len()))
 }
 
 /// Matches the writer's layouts byte by byte (see the module doc), before the timestamp:

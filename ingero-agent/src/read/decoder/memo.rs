@@ -53,6 +53,24 @@ impl Key {
         })
     }
 
+    /// Whether `b` is the bytes of this key (`Key::of(b) == Some(self)`), with two loads for
+    /// keys of up to 16 bytes (slice ends).
+    #[inline(always)]
+    pub(super) fn matches(&self, b: &[u8]) -> bool {
+        if b.len() != self.len {
+            return false;
+        }
+        if self.len > 16 {
+            return Key::of(b).as_ref() == Some(self);
+        }
+        match (b.first_chunk::<8>(), b.last_chunk::<8>()) {
+            (Some(f), Some(l)) => {
+                u64::from_le_bytes(*f) == self.w[0] && u64::from_le_bytes(*l) == self.w[3]
+            }
+            _ => false,
+        }
+    }
+
     #[inline(always)]
     fn slot(&self) -> usize {
         let h = self.w[0] ^ self.w[1].rotate_left(17) ^ self.w[2].rotate_left(31) ^ self.w[3];
@@ -202,6 +220,16 @@ mod tests {
                 let mut b = base[..len].to_vec();
                 b[i] ^= 0x40;
                 assert_ne!(Key::of(&b), Some(k), "len {len}, byte {i}");
+            }
+        }
+        for len in 8..=32 {
+            let k = Key::of(&base[..len]).expect("key");
+            assert!(k.matches(&base[..len]), "len {len}");
+            assert!(!k.matches(&base[..len - 1]), "len {len}");
+            for i in 0..len {
+                let mut b = base[..len].to_vec();
+                b[i] ^= 0x40;
+                assert!(!k.matches(&b), "len {len}, byte {i}");
             }
         }
         assert_eq!(Key::of(&base[..7]), None);
