@@ -69,8 +69,10 @@ pub struct RecordFlags {
     /// Delete the oldest recordings of the trace directory beyond this total.
     #[arg(long, value_name = "BYTES", default_value_t = crate::record::DEFAULT_MAX_TOTAL_SIZE)]
     pub max_total_size: u64,
-    /// libdeflate level (1 fastest … 12 smallest) of the compressed chunks the recording is
-    /// written in; 0 writes packets uncompressed.
+    /// Compression of the chunks the recording is written in: 1 (default) ingero's encoder,
+    /// which builds the zlib stream from the packets' structure (fastest, and smaller than
+    /// libdeflate's level 1 on CUDA calls); 2 … 12 libdeflate's levels (12 smallest); 0
+    /// writes packets uncompressed.
     #[arg(long, value_name = "LEVEL", default_value_t = crate::record::DEFAULT_COMPRESSION_LEVEL,
           value_parser = clap::value_parser!(u32).range(0..=12))]
     pub compression_level: u32,

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use libdeflater::{CompressionLvl, Compressor};
 
+use super::deflate::PacketDeflater;
 use super::files::TraceFile;
 use super::proto::wire::{put_varint, varint_len};
 
@@ -32,12 +33,20 @@ const COMPRESSED_PACKETS_KEY: [u8; 2] = [0x92, 0x03];
 /// Highest libdeflate level.
 pub const MAX_LEVEL: u32 = 12;
 
+/// How chunks are compressed.
+enum Compression {
+    /// Level 1: parsed from the packets' structure (`deflate/`).
+    Packets(Box<PacketDeflater>),
+    /// Levels 2 to 12: libdeflate's general match search.
+    Libdeflate(Compressor),
+}
+
 pub struct ChunkWriter {
     file: Option<TraceFile>,
     /// Framed packets not yet written (`Trace.packet` entries: tag 0x0A, length, bytes).
     raw: Vec<u8>,
     /// `None`: level 0, chunks are written plain.
-    compressor: Option<Compressor>,
+    compressor: Option<Compression>,
     /// Compressed output, reused for every chunk; [`HEADER_ROOM`] bytes are kept in front.
     out: Vec<u8>,
     /// Chunks written so far (all files).
@@ -45,16 +54,18 @@ pub struct ChunkWriter {
 }
 
 impl ChunkWriter {
-    /// `level`: 0 (no compression) or a libdeflate level 1..=12.
+    /// `level`: 0 (no compression), 1 (the packet-structured encoder, fastest) or a
+    /// libdeflate level 2..=12.
     pub fn new(level: u32) -> Result<ChunkWriter> {
         let compressor = match level {
             0 => None,
+            1 => Some(Compression::Packets(Box::default())),
             l => {
                 let lvl = i32::try_from(l)
                     .ok()
                     .and_then(|l| CompressionLvl::new(l).ok());
                 match lvl {
-                    Some(lvl) => Some(Compressor::new(lvl)),
+                    Some(lvl) => Some(Compression::Libdeflate(Compressor::new(lvl))),
                     None => bail!("compression level {level} is not 0..={MAX_LEVEL}"),
                 }
             }
@@ -148,16 +159,21 @@ impl ChunkWriter {
         }
         self.chunks += 1;
         let file = self.file.as_mut().context("no open trace file")?;
-        let Some(c) = self.compressor.as_mut() else {
-            return file.write_all(&self.raw[..end]);
+        let clen = match self.compressor.as_mut() {
+            None => return file.write_all(&self.raw[..end]),
+            Some(Compression::Packets(z)) => {
+                self.out.truncate(HEADER_ROOM);
+                self.out.resize(HEADER_ROOM, 0);
+                z.zlib(&self.raw[..end], &mut self.out);
+                self.out.len() - HEADER_ROOM
+            }
+            Some(Compression::Libdeflate(c)) => {
+                let bound = c.zlib_compress_bound(end);
+                self.out.resize(HEADER_ROOM + bound, 0);
+                c.zlib_compress(&self.raw[..end], &mut self.out[HEADER_ROOM..])
+                    .context("compressing a chunk of packets")?
+            }
         };
-        let bound = c.zlib_compress_bound(end);
-        if self.out.len() < HEADER_ROOM + bound {
-            self.out.resize(HEADER_ROOM + bound, 0);
-        }
-        let clen = c
-            .zlib_compress(&self.raw[..end], &mut self.out[HEADER_ROOM..])
-            .context("compressing a chunk of packets")?;
         let field_len = COMPRESSED_PACKETS_KEY.len() + varint_len(clen as u64) + clen;
         let mut header = Vec::with_capacity(HEADER_ROOM);
         header.push(0x0A);

@@ -32,7 +32,8 @@
 //! - Every file is self-contained: a rotation ends open slices in the old file, resets the
 //!   sequences, and describes tracks again before use in the new one.
 //! - Packets are written in chunks (`chunk.rs`): up to 256 KiB of packets compressed with
-//!   zlib (libdeflate, `compression_level`, default 1) into ONE packet whose only field is
+//!   zlib (`compression_level`: 1, the default, is `deflate/`'s packet-structured encoder,
+//!   2–12 libdeflate) into ONE packet whose only field is
 //!   `compressed_packets` (field 50), which trace_processor expands in place. A chunk is
 //!   written when full and on every `flush` (the caller flushes each second), rotation and
 //!   `finish`, so a SIGKILL loses at most the last second; a reader stops cleanly at a
@@ -46,6 +47,7 @@
 mod chunk;
 mod clocks;
 mod config;
+mod deflate;
 mod encode;
 mod events;
 mod files;
