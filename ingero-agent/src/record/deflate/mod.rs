@@ -90,7 +90,20 @@ mod tests {
         round_trip(b"\x0a");
         round_trip(b"\x0a\x05ab"); // a frame cut short
         round_trip(&[0x0A; 1000]);
-        round_trip(&[0u8; 70_000]); // copies longer than 258, the window's full length
+        round_trip(&[0u8; 70_000]); // not packets: literals only
+        // The same big packet again and again: copies longer than 258 bytes, split (including
+        // lengths that leave less than a minimal copy after a 258-byte piece).
+        for len in [259usize, 260, 261, 516, 1000, 20_000] {
+            let p: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let z = round_trip(&framed(&[p.clone(), p.clone(), p]));
+            assert!(z.len() < 2 * len, "len {len}: {} bytes", z.len());
+        }
+        // Twins beyond the 32 KiB window are not referenced.
+        let far: Vec<Vec<u8>> = (0..40u8)
+            .map(|i| vec![i; 1500])
+            .chain([vec![0; 1500]])
+            .collect();
+        round_trip(&framed(&far));
         let mut s = 7u64;
         let noise: Vec<u8> = (0..50_000).map(|_| rng(&mut s) as u8).collect();
         round_trip(&noise); // no copies at all
