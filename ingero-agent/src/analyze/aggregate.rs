@@ -15,9 +15,10 @@ use super::labels::ValueId;
 use super::ops::OpStats;
 use super::pid_slots::PidSlots;
 use super::processes::ProcStats;
+use super::routes::{Routes, Sinks};
 use super::selection::Selection;
 use super::slow_calls::{OffCpuRings, SlowCalls};
-use crate::read::{CudaCallRecord, ReadRecord, TraceReader};
+use crate::read::{CudaCallRecord, ReadRecord, TimeRange, TraceReader};
 use crate::record::FastMap;
 
 /// Calls that returned one error code from one operation.
@@ -142,31 +143,40 @@ pub fn run(
     let mut rings = OffCpuRings::default();
     let mut scratch: Vec<ValueId> = Vec::new();
     let check_labels = !sel.labels.is_empty();
-    let mut reader = TraceReader::from_files(ix.files.clone(), sel.range);
+    let grouped = needs.total || !agg.groupings.is_empty();
+    let mut routes = Routes::new(needs.total);
+    let mut sinks = Sinks {
+        index: &ix.labels,
+        groupings: &mut agg.groupings,
+        total: &mut agg.total,
+    };
+    let (start_ns, end_ns) = (sel.range.start_ns, sel.range.end_ns);
+    // The range is checked here, on the two kinds of record the scan reads, rather than by
+    // the reader on every record (the same test: the record's interval overlaps the range).
+    let mut reader = TraceReader::from_files(ix.files.clone(), TimeRange::all());
     // The loop runs inside the reader's (one record slot, reused: nothing allocated per event).
     reader.for_each_record(|rec| {
         agg.records += 1;
         match rec {
             ReadRecord::Cuda(c) => {
                 let pid = c.thread.pid;
-                if !sel.admits_pid(pid)
+                if c.ts_ns > end_ns
+                    || c.ts_ns + c.duration_ns < start_ns
+                    || !sel.admits_pid(pid)
                     || !sel.admits_op(c.op)
                     || (check_labels && !sel.admits_labels(&ix.labels, pid, c.ts_ns, &mut scratch))
                 {
                     return;
                 }
                 agg.matched += 1;
-                if needs.total {
-                    agg.total.add_cuda(c);
-                }
                 if needs.ops
                     && let Some(slot) = ops.get_mut(c.op as usize)
                 {
                     slot.get_or_insert_with(|| OpStats::new(c.op))
                         .record(c.duration_ns, c.ret);
                 }
-                for g in &mut agg.groupings {
-                    g.for_each_group(&ix.labels, pid, c.ts_ns, |s| s.add_cuda(c));
+                if grouped {
+                    routes.add_cuda(&mut sinks, c);
                 }
                 if !needs.processes {
                     return;
@@ -192,29 +202,29 @@ pub fn run(
             }
             ReadRecord::OffCpu(o) => {
                 let pid = o.thread.pid;
-                if !sel.admits_pid(pid)
+                if o.ts_ns > end_ns
+                    || o.ts_ns + o.duration_ns < start_ns
+                    || !sel.admits_pid(pid)
                     || (check_labels && !sel.admits_labels(&ix.labels, pid, o.ts_ns, &mut scratch))
                 {
                     return;
                 }
                 agg.matched += 1;
-                if !needs.processes && !needs.total && agg.groupings.is_empty() {
+                if !needs.processes && !grouped {
                     return;
                 }
                 let who = agg.names.intern(&o.next_comm);
                 if needs.processes {
                     rings.push(o, who);
                 }
-                if needs.total {
-                    agg.total.add_off_cpu(o, who);
-                }
-                for g in &mut agg.groupings {
-                    g.for_each_group(&ix.labels, pid, o.ts_ns, |s| s.add_off_cpu(o, who));
+                if grouped {
+                    routes.add_off_cpu(&mut sinks, o, who);
                 }
             }
             _ => {}
         }
     })?;
+    routes.finish(&mut sinks);
     agg.ops = ops
         .into_iter()
         .flatten()

@@ -124,6 +124,32 @@ impl GroupStats {
         }
     }
 
+    /// Adds the calls summed in `run` (by [`Self::add_cuda`], none starting at 0) as if each
+    /// were added here in turn: sums add, the earliest start and latest end hold, and the
+    /// slowest stays the first of the longest.
+    pub fn merge_cuda(&mut self, run: &GroupStats) {
+        if run.cuda_calls == 0 {
+            return;
+        }
+        self.touch(run.first_ns, run.last_ns);
+        self.cuda_calls += run.cuda_calls;
+        self.api_time_ns += run.api_time_ns;
+        self.sync_time_ns += run.sync_time_ns;
+        self.memcpy_time_ns += run.memcpy_time_ns;
+        self.memcpy_bytes.h2d += run.memcpy_bytes.h2d;
+        self.memcpy_bytes.d2h += run.memcpy_bytes.d2h;
+        self.memcpy_bytes.d2d += run.memcpy_bytes.d2d;
+        self.memcpy_bytes.other += run.memcpy_bytes.other;
+        self.launches += run.launches;
+        self.launch_time_ns += run.launch_time_ns;
+        self.errors += run.errors;
+        if let Some(s) = run.slowest
+            && self.slowest.is_none_or(|m| s.duration_ns > m.duration_ns)
+        {
+            self.slowest = Some(s);
+        }
+    }
+
     pub fn add_off_cpu(&mut self, o: &OffCpuRecord, preempter: u32) {
         self.touch(o.ts_ns, o.ts_ns + o.duration_ns);
         self.off_cpu_ns += o.duration_ns;
@@ -212,7 +238,7 @@ impl Grouping {
 
     /// Looks up the groups of an event of `pid` at `t` into `resolved` (creating groups seen
     /// for the first time); returns until when that answer holds.
-    fn resolve(&mut self, index: &LabelIndex, pid: u32, t: u64) -> u64 {
+    pub(super) fn resolve(&mut self, index: &LabelIndex, pid: u32, t: u64) -> u64 {
         self.resolved.clear();
         let mut end = u64::MAX;
         for (i, k) in self.keys.iter().enumerate() {
@@ -254,6 +280,17 @@ impl Grouping {
                 self.idx[k] = 0;
             }
         }
+    }
+
+    /// The slots the last [`Self::resolve`] found.
+    pub(super) fn resolved(&self) -> &[u32] {
+        &self.resolved
+    }
+
+    /// The stats of a group by slot (during the scan).
+    #[inline]
+    pub(super) fn slot_stats(&mut self, slot: u32) -> Option<&mut GroupStats> {
+        self.slots.get_mut(slot as usize).map(|(_, g)| g)
     }
 
     /// Moves the groups gathered during the scan into [`Grouping::groups`].

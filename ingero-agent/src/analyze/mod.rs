@@ -38,6 +38,7 @@ pub mod pid_slots;
 pub mod processes;
 pub mod query;
 pub mod resolve_cache;
+pub mod routes;
 pub mod selection;
 pub mod sketch;
 pub mod slow_calls;
