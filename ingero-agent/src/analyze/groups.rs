@@ -76,6 +76,7 @@ pub struct GroupStats {
 const MAX_PREEMPTERS: usize = 16;
 
 impl GroupStats {
+    #[inline(always)]
     fn touch(&mut self, start: u64, end: u64) {
         if self.first_ns == 0 || start < self.first_ns {
             self.first_ns = start;
@@ -83,15 +84,13 @@ impl GroupStats {
         self.last_ns = self.last_ns.max(end);
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn add_cuda(&mut self, c: &CudaCallRecord) {
         let d = c.duration_ns;
         self.touch(c.ts_ns, c.ts_ns + d);
         self.cuda_calls += 1;
         self.api_time_ns += d;
-        if c.ret != 0 {
-            self.errors += 1;
-        }
+        self.errors += u64::from(c.ret != 0);
         if is_sync(c.op) {
             self.sync_time_ns += d;
         } else if is_launch(c.op) {

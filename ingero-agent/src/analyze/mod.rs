@@ -39,6 +39,7 @@ pub mod processes;
 pub mod query;
 pub mod resolve_cache;
 pub mod routes;
+pub mod scan;
 pub mod selection;
 pub mod sketch;
 pub mod slow_calls;

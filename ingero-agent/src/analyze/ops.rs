@@ -30,14 +30,12 @@ impl OpStats {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn record(&mut self, duration_ns: u64, ret: i32) {
         self.count += 1;
         self.total_ns += duration_ns;
         self.max_ns = self.max_ns.max(duration_ns);
-        if ret != 0 {
-            self.errors += 1;
-        }
+        self.errors += u64::from(ret != 0);
         self.sketch.record(duration_ns);
     }
 

@@ -87,7 +87,7 @@ impl Routes {
     }
 
     /// Counts a call into its groups.
-    #[inline]
+    #[inline(always)]
     pub fn add_cuda(&mut self, sinks: &mut Sinks<'_>, c: &CudaCallRecord) {
         // `start` is never 0 (see `add_cuda_slow`), so a call at 0 misses.
         if self.owner_pid == c.thread.pid && self.start <= c.ts_ns && c.ts_ns < self.end {

@@ -19,7 +19,7 @@ const LEADING_ZERO_BASE: u32 = 64 - HALF_MAGNITUDE - 1;
 pub const DIGITS: u8 = 2;
 
 /// The hdrhistogram counts index of `v` (≥ 1).
-#[inline]
+#[inline(always)]
 fn index_of(v: u64) -> usize {
     let bucket = LEADING_ZERO_BASE - (v | SUB_BUCKET_MASK).leading_zeros();
     let sub = v >> bucket;
@@ -58,15 +58,16 @@ impl Sketch {
     }
 
     /// Counts one value, clamped to `[1, max_value]`.
-    #[inline]
+    #[inline(always)]
     pub fn record(&mut self, v: u64) {
-        let v = v.clamp(1, self.max_value);
+        // Not `clamp`, whose bounds assertion keeps it from being inlined.
+        let v = v.max(1).min(self.max_value);
         if let Some(c) = self.counts.get_mut(index_of(v)) {
             *c += 1;
         }
-        if self.min == 0 || v < self.min {
-            self.min = v;
-        }
+        // `v` ≥ 1, so the minimum is 0 only before the first value: `wrapping_sub` turns that
+        // 0 into the largest value and one unsigned `min` covers both cases.
+        self.min = self.min.wrapping_sub(1).min(v - 1) + 1;
         self.max = self.max.max(v);
     }
 
