@@ -32,6 +32,7 @@ pub mod fmt;
 pub mod groups;
 pub mod index;
 pub mod intervals;
+pub mod json;
 pub mod labels;
 pub mod ops;
 pub mod pid_slots;
