@@ -173,6 +173,9 @@ pub fn add_preempter(list: &mut Vec<(u32, u64)>, who: u32, ns: u64) {
     }
 }
 
+/// A value without a group yet (in `slot_of_value`).
+const NO_SLOT: u32 = u32::MAX;
+
 /// The groups of one `--group-by KEY[,KEY]`.
 pub struct Grouping {
     pub keys: Vec<String>,
@@ -183,6 +186,9 @@ pub struct Grouping {
     /// During the scan: each group's values and stats, by slot, and the slot of each group.
     slots: Vec<(Vec<ValueId>, GroupStats)>,
     slot_of: FastMap<Vec<ValueId>, u32>,
+    /// With a single key, the slot of each value by value id (`NO_SLOT`: none yet) instead of
+    /// hashing one-value combinations; as long as the label index has values.
+    slot_of_value: Vec<u32>,
     cache: ResolveCache,
     /// Scratch: the values of each key for the current event, a position in each, the
     /// current combination and the slots it resolved to.
@@ -203,6 +209,7 @@ impl Grouping {
             groups: FastMap::default(),
             slots: Vec::new(),
             slot_of: FastMap::default(),
+            slot_of_value: Vec::new(),
             cache: ResolveCache::default(),
             combo: Vec::new(),
             resolved: Vec::new(),
@@ -250,6 +257,22 @@ impl Grouping {
                 return end;
             }
         }
+        if let ([one], [_]) = (self.values.as_slice(), self.keys.as_slice()) {
+            for v in one {
+                let i = *v as usize;
+                if self.slot_of_value.len() <= i {
+                    self.slot_of_value.resize(i + 1, NO_SLOT);
+                }
+                let mut slot = self.slot_of_value[i];
+                if slot == NO_SLOT {
+                    slot = self.slots.len() as u32;
+                    self.slots.push((vec![*v], GroupStats::default()));
+                    self.slot_of_value[i] = slot;
+                }
+                self.resolved.push(slot);
+            }
+            return end;
+        }
         // Cartesian product of the keys' values (almost always a single combination).
         self.idx.iter_mut().for_each(|i| *i = 0);
         loop {
@@ -295,6 +318,7 @@ impl Grouping {
     /// Moves the groups gathered during the scan into [`Grouping::groups`].
     pub fn finish(&mut self) {
         self.slot_of = FastMap::default();
+        self.slot_of_value = Vec::new();
         self.groups.extend(self.slots.drain(..));
     }
 }
