@@ -4,6 +4,7 @@
 //! (a call that passes the selection) is kept small enough to inline there: the per-operation
 //! sketch and the label routes inline, per-process accounting and everything rarer out of line.
 
+use ingero_ebpf::CudaOp;
 use ingero_ebpf::cuda_ops::MAX_OP;
 
 use super::activity::{Activity, ProcBins};
@@ -27,7 +28,8 @@ pub struct Scan<'a> {
     needs: Needs,
     start_ns: u64,
     end_ns: u64,
-    check_labels: bool,
+    /// No `--pid`, `--op` or `--label`: only the time range is checked.
+    unfiltered: bool,
     /// Whether events go to the total or to label groups at all.
     grouped: bool,
     agg: Aggregate,
@@ -54,7 +56,7 @@ impl<'a> Scan<'a> {
             needs,
             start_ns: sel.range.start_ns,
             end_ns: sel.range.end_ns,
-            check_labels: !sel.labels.is_empty(),
+            unfiltered: sel.pids.is_empty() && sel.op_mask == 0 && sel.labels.is_empty(),
             grouped,
             agg: Aggregate {
                 ops: Default::default(),
@@ -76,19 +78,23 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// Whether an event of `pid` over `[a, b]` is selected (the op is checked by the caller).
+    /// Whether an event of `pid` over `[a, b]` (a call of `op`, if one) is selected.
     #[inline(always)]
-    fn admits(&mut self, pid: u32, a: u64, b: u64) -> bool {
+    fn admits(&mut self, op: Option<CudaOp>, pid: u32, a: u64, b: u64) -> bool {
         a <= self.end_ns
             && b >= self.start_ns
-            && self.sel.admits_pid(pid)
-            && (!self.check_labels || self.admits_labels(pid, a))
+            && (self.unfiltered || self.filters_admit(op, pid, a))
     }
 
+    /// `--pid`, `--op` and `--label`.
     #[inline(never)]
-    fn admits_labels(&mut self, pid: u32, t: u64) -> bool {
-        self.sel
-            .admits_labels(&self.ix.labels, pid, t, &mut self.scratch)
+    fn filters_admit(&mut self, op: Option<CudaOp>, pid: u32, t: u64) -> bool {
+        op.is_none_or(|op| self.sel.admits_op(op))
+            && self.sel.admits_pid(pid)
+            && (self.sel.labels.is_empty()
+                || self
+                    .sel
+                    .admits_labels(&self.ix.labels, pid, t, &mut self.scratch))
     }
 
     /// Whether events go to the total or to label groups at all.
@@ -103,8 +109,7 @@ impl<'a> Scan<'a> {
         &mut self,
         c: &CudaCallRecord,
     ) {
-        if !self.sel.admits_op(c.op) || !self.admits(c.thread.pid, c.ts_ns, c.ts_ns + c.duration_ns)
-        {
+        if !self.admits(Some(c.op), c.thread.pid, c.ts_ns, c.ts_ns + c.duration_ns) {
             return;
         }
         self.agg.matched += 1;
@@ -151,7 +156,7 @@ impl<'a> Scan<'a> {
     /// One off-CPU interval.
     #[inline(never)]
     pub fn off_cpu(&mut self, o: &OffCpuRecord) {
-        if !self.admits(o.thread.pid, o.ts_ns, o.ts_ns + o.duration_ns) {
+        if !self.admits(None, o.thread.pid, o.ts_ns, o.ts_ns + o.duration_ns) {
             return;
         }
         self.agg.matched += 1;
