@@ -213,15 +213,16 @@ impl Routes {
         }
     }
 
-    /// Counts a call into its groups.
+    /// Counts a call into its groups; `sinks` gives them when the call leaves the run (made
+    /// only then: most calls touch nothing but the run).
     #[inline(always)]
-    pub fn add_cuda(&mut self, sinks: &mut Sinks<'_>, c: &CudaCallRecord) {
+    pub fn add_cuda<'s>(&mut self, c: &CudaCallRecord, sinks: impl FnOnce() -> Sinks<'s>) {
         // `start` is never 0 (see `add_cuda_slow`), so a call at 0 misses.
         if self.owner_pid == c.thread.pid && self.start <= c.ts_ns && c.ts_ns < self.end {
             self.run.add(c);
             return;
         }
-        self.add_cuda_slow(sinks, c);
+        self.add_cuda_slow(&mut sinks(), c);
     }
 
     /// A call of another process, past its route's labels, or at 0.
@@ -483,7 +484,11 @@ mod tests {
         };
         for e in &events {
             match e {
-                Ev::Cuda(c) => routes.add_cuda(&mut sinks, c),
+                Ev::Cuda(c) => routes.add_cuda(c, || Sinks {
+                    index: sinks.index,
+                    groupings: &mut *sinks.groupings,
+                    total: &mut *sinks.total,
+                }),
                 Ev::Off(o, who) => routes.add_off_cpu(&mut sinks, o, *who),
             }
         }

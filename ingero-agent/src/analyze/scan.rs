@@ -121,7 +121,8 @@ impl<'a> Scan<'a> {
             }
         }
         if GROUPED {
-            self.routes.add_cuda(&mut sinks(self.ix, &mut self.agg), c);
+            let (ix, agg) = (self.ix, &mut self.agg);
+            self.routes.add_cuda(c, || sinks(ix, agg));
         }
         if PROCS {
             self.process_cuda(c);
