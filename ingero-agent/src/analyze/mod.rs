@@ -36,6 +36,7 @@ pub mod json;
 pub mod labels;
 pub mod ops;
 pub mod pid_slots;
+pub mod proc_run;
 pub mod processes;
 pub mod query;
 pub mod resolve_cache;

@@ -80,6 +80,27 @@ impl ProcStats {
         }
     }
 
+    /// Adds calls summed by a [`super::proc_run::ProcRun`] (none of them allocating, freeing,
+    /// failing or among the first calls of their op).
+    pub(super) fn add_run(&mut self, calls: u64, api_ns: u64, first_ns: u64, last_ns: u64) {
+        if self.calls == 0 || first_ns < self.first_ns {
+            self.first_ns = first_ns;
+        }
+        self.last_ns = self.last_ns.max(last_ns);
+        self.calls += calls;
+        self.api_ns += api_ns;
+    }
+
+    /// What decides whether a call needs [`Self::add`]: whether the name is empty, the name
+    /// checked last, the ops with all their first calls.
+    pub(super) fn run_view(&self) -> (bool, Option<&Arc<str>>, u64) {
+        (
+            self.name.is_empty(),
+            self.name_seen.as_ref(),
+            self.first_calls_full,
+        )
+    }
+
     /// Takes the thread's name (if it has one) and remembers the name checked, so the calls
     /// that follow with the same (shared) name skip comparing it.
     #[inline(never)]

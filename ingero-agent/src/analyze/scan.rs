@@ -14,6 +14,7 @@ use super::index::TraceIndex;
 use super::labels::ValueId;
 use super::ops::OpStats;
 use super::pid_slots::PidSlots;
+use super::proc_run::ProcRun;
 use super::processes::ProcStats;
 use super::routes::{Routes, Sinks};
 use super::selection::Selection;
@@ -39,6 +40,8 @@ pub struct Scan<'a> {
     procs: Vec<(ProcStats, ProcBins)>,
     rings: OffCpuRings,
     routes: Routes,
+    /// The calls of one process not yet added to its stats and bins.
+    run: ProcRun,
     scratch: Vec<ValueId>,
 }
 
@@ -74,6 +77,7 @@ impl<'a> Scan<'a> {
             procs: Vec::new(),
             rings: OffCpuRings::default(),
             routes: Routes::new(needs.total),
+            run: ProcRun::default(),
             scratch: Vec::new(),
         }
     }
@@ -132,6 +136,16 @@ impl<'a> Scan<'a> {
     /// Per-process accounting, activity bins, slow calls and errors of a call.
     #[inline(always)]
     fn process_cuda(&mut self, c: &CudaCallRecord) {
+        if !self.run.add(c) {
+            self.process_cuda_alone(c);
+        }
+        self.agg.slow.offer(c, &self.rings);
+    }
+
+    /// A call outside the process run: ends it, is added on its own, starts the next.
+    #[inline(never)]
+    fn process_cuda_alone(&mut self, c: &CudaCallRecord) {
+        self.run.finish(&mut self.procs);
         let procs = &mut self.procs;
         let slot = self.pids.slot(c.thread.pid, || {
             procs.push((ProcStats::default(), ProcBins::new()));
@@ -147,8 +161,8 @@ impl<'a> Scan<'a> {
                     bins.alloc_calls[b] += 1;
                 }
             }
+            self.run.open(c.thread.pid, slot, stats, activity, c.ts_ns);
         }
-        self.agg.slow.offer(c, &self.rings);
         if c.ret != 0 {
             add_error(&mut self.agg.errors, c);
         }
@@ -177,6 +191,7 @@ impl<'a> Scan<'a> {
     /// Merges what is still pending and moves the dense state into the [`Aggregate`].
     pub fn finish(mut self) -> Aggregate {
         self.routes.finish(&mut sinks(self.ix, &mut self.agg));
+        self.run.finish(&mut self.procs);
         let mut agg = self.agg;
         agg.ops = self
             .ops
