@@ -117,3 +117,167 @@ impl ProcRun {
         };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ingero_ebpf::CudaOp;
+
+    use super::*;
+    use crate::read::ThreadRef;
+
+    /// Calls of two processes and their threads: plain launches, allocations, frees, failures,
+    /// a renamed main thread, late calls and calls across bin edges.
+    fn calls() -> Vec<CudaCallRecord> {
+        let names: [Arc<str>; 3] = [Arc::from("main"), Arc::from("worker"), Arc::from("renamed")];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        (0..3000u64)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let pid = if (i / 50) % 4 == 3 { 20 } else { 10 };
+                let tid = pid + (x % 2) as u32;
+                let name = match (tid == pid, i > 1500) {
+                    (true, false) => &names[0],
+                    (true, true) => &names[2],
+                    _ => &names[1],
+                };
+                let (op, args) = match x % 40 {
+                    0 => (
+                        CudaOp::Malloc,
+                        CudaArgs::Alloc {
+                            size: x % 4096,
+                            ptr: Some(x % 64),
+                            stream: None,
+                        },
+                    ),
+                    1 => (
+                        CudaOp::Free,
+                        CudaArgs::Free {
+                            ptr: x % 64,
+                            size: None,
+                            stream: None,
+                        },
+                    ),
+                    _ => (
+                        CudaOp::StreamSynchronize,
+                        CudaArgs::Sync {
+                            stream: None,
+                            event: None,
+                        },
+                    ),
+                };
+                let ts = if i.is_multiple_of(97) {
+                    i * 10 - i.min(300)
+                } else {
+                    i * 10
+                };
+                CudaCallRecord {
+                    ts_ns: ts,
+                    duration_ns: x % 40,
+                    thread: ThreadRef {
+                        pid,
+                        tid,
+                        name: Arc::clone(name),
+                    },
+                    op,
+                    ret: i32::from(x.is_multiple_of(53)),
+                    args,
+                    clamped_from_ns: None,
+                }
+            })
+            .collect()
+    }
+
+    fn slot(pid: u32) -> usize {
+        usize::from(pid == 20)
+    }
+
+    #[test]
+    fn runs_add_up_to_adding_each_call() {
+        let calls = calls();
+        let new = || -> Vec<(ProcStats, ProcBins)> {
+            (0..2)
+                .map(|_| (ProcStats::default(), ProcBins::new()))
+                .collect()
+        };
+        let mut direct = new();
+        let mut a = Activity::new(0, 1_000_000);
+        for c in &calls {
+            let (stats, bins) = &mut direct[slot(c.thread.pid)];
+            stats.add(c);
+            a.add_api_to(bins, c.ts_ns, c.duration_ns);
+        }
+        let mut summed = new();
+        let mut b = Activity::new(0, 1_000_000);
+        let mut run = ProcRun::default();
+        let mut joined = 0;
+        for c in &calls {
+            if run.add(c) {
+                joined += 1;
+                continue;
+            }
+            run.finish(&mut summed);
+            let s = slot(c.thread.pid);
+            let (stats, bins) = &mut summed[s];
+            stats.add(c);
+            b.add_api_to(bins, c.ts_ns, c.duration_ns);
+            run.open(c.thread.pid, s, stats, &mut b, c.ts_ns);
+        }
+        run.finish(&mut summed);
+        assert!(joined > calls.len() / 2, "most calls join a run ({joined})");
+        for ((d, db), (s, sb)) in direct.iter().zip(&summed) {
+            assert_eq!(
+                (d.calls, d.api_ns, d.first_ns, d.last_ns, &d.name),
+                (s.calls, s.api_ns, s.first_ns, s.last_ns, &s.name)
+            );
+            assert_eq!(
+                (d.allocs, d.frees, d.failed_allocs),
+                (s.allocs, s.frees, s.failed_allocs)
+            );
+            assert_eq!(d.first_calls, s.first_calls);
+            assert_eq!(db.api_ns, sb.api_ns);
+        }
+        assert_eq!(direct[0].0.name, "renamed");
+    }
+
+    #[test]
+    fn a_call_that_could_rename_the_process_does_not_join() {
+        let call = |tid: u32, name: &Arc<str>, ts: u64| CudaCallRecord {
+            ts_ns: ts,
+            duration_ns: 1,
+            thread: ThreadRef {
+                pid: 10,
+                tid,
+                name: Arc::clone(name),
+            },
+            op: CudaOp::StreamSynchronize,
+            ret: 0,
+            args: CudaArgs::Sync {
+                stream: None,
+                event: None,
+            },
+            clamped_from_ns: None,
+        };
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("a"));
+        let mut procs = vec![(ProcStats::default(), ProcBins::new())];
+        let mut act = Activity::new(0, 1_000_000);
+        // Enough first calls of the op that only the name decides.
+        for ts in 0..5 {
+            procs[0].0.add(&call(10, &a, ts));
+        }
+        let mut run = ProcRun::default();
+        run.open(10, 0, &procs[0].0, &mut act, 4);
+        assert!(run.add(&call(10, &a, 5)), "the name checked last");
+        assert!(
+            run.add(&call(11, &b, 6)),
+            "another thread, once the process has a name"
+        );
+        assert!(
+            !run.add(&call(10, &b, 7)),
+            "the main thread under another (equal) name"
+        );
+        run.finish(&mut procs);
+        assert_eq!(procs[0].0.calls, 7);
+    }
+}
