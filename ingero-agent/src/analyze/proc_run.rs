@@ -1,12 +1,13 @@
 //! [`ProcRun`]: consecutive calls of one process inside one activity bin, summed (count, API
-//! time, first start, last end) and added to the process's [`ProcStats`] and bins when the run
+//! time, last end) and added to the process's [`ProcStats`] and bins when the run
 //! ends, instead of each call updating both.
 //!
 //! A call joins the run only when nothing else about it needs the process's state: it
 //! succeeded, neither allocates nor frees, its op has all its first calls, its thread's name
 //! needs no check, and it lies inside the run's bin. Any other call ends the run and goes
-//! through [`ProcStats::add`] as before; the sums are order-free (counts, totals, the
-//! earliest start and latest end), so the result is the same.
+//! through [`ProcStats::add`] as before; the sums are order-free (counts, totals, the latest
+//! end), and a call joins only if it starts no earlier than the call before the run (already
+//! counted, so the process's first start stays), so the result is the same.
 
 use std::sync::Arc;
 
@@ -19,9 +20,10 @@ use crate::read::CudaCallRecord;
 pub struct ProcRun {
     pid: u32,
     slot: usize,
-    /// The activity bin and the times `[lo, hi)` it covers (`[1, 0)`: no run).
+    /// The activity bin, from the start of the call before the run (`start`) to the end of
+    /// the bin (`[1, 0)`: no run).
     bin: usize,
-    lo: u64,
+    start: u64,
     hi: u64,
     /// The process's state when the run began (it changes only through `ProcStats::add`,
     /// which ends the run first).
@@ -30,7 +32,6 @@ pub struct ProcRun {
     first_calls_full: u64,
     calls: u64,
     api_ns: u64,
-    first_ns: u64,
     last_ns: u64,
 }
 
@@ -45,14 +46,13 @@ impl Default for ProcRun {
             pid: 0,
             slot: 0,
             bin: 0,
-            lo: 1,
+            start: 1,
             hi: 0,
             name_empty: true,
             name_seen: 0,
             first_calls_full: 0,
             calls: 0,
             api_ns: 0,
-            first_ns: u64::MAX,
             last_ns: 0,
         }
     }
@@ -64,7 +64,7 @@ impl ProcRun {
     pub fn add(&mut self, c: &CudaCallRecord) -> bool {
         let end = c.ts_ns + c.duration_ns;
         let joins = c.thread.pid == self.pid
-            && self.lo <= c.ts_ns
+            && self.start <= c.ts_ns
             && end < self.hi
             && c.ret == 0
             && self.first_calls_full & (1u64 << (c.op as u16 & 63)) != 0
@@ -74,7 +74,6 @@ impl ProcRun {
         if joins {
             self.calls += 1;
             self.api_ns += c.duration_ns;
-            self.first_ns = self.first_ns.min(c.ts_ns);
             self.last_ns = self.last_ns.max(end);
         }
         joins
@@ -85,7 +84,7 @@ impl ProcRun {
         if self.calls > 0
             && let Some((stats, bins)) = procs.get_mut(self.slot)
         {
-            stats.add_run(self.calls, self.api_ns, self.first_ns, self.last_ns);
+            stats.add_run(self.calls, self.api_ns, self.last_ns);
             if let Some(ns) = bins.api_ns.get_mut(self.bin) {
                 *ns += self.api_ns;
             }
@@ -102,13 +101,13 @@ impl ProcRun {
         activity: &mut Activity,
         t: u64,
     ) {
-        let (lo, hi, bin) = activity.bounds_near(t);
+        let (_, hi, bin) = activity.bounds_near(t);
         let (name_empty, name_seen, first_calls_full) = stats.run_view();
         *self = ProcRun {
             pid,
             slot,
             bin,
-            lo,
+            start: t,
             hi,
             name_empty,
             name_seen: name_seen.map_or(0, name_addr),

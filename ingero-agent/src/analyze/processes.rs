@@ -81,11 +81,8 @@ impl ProcStats {
     }
 
     /// Adds calls summed by a [`super::proc_run::ProcRun`] (none of them allocating, freeing,
-    /// failing or among the first calls of their op).
-    pub(super) fn add_run(&mut self, calls: u64, api_ns: u64, first_ns: u64, last_ns: u64) {
-        if self.calls == 0 || first_ns < self.first_ns {
-            self.first_ns = first_ns;
-        }
+    /// failing, among the first calls of their op or starting before the first call).
+    pub(super) fn add_run(&mut self, calls: u64, api_ns: u64, last_ns: u64) {
         self.last_ns = self.last_ns.max(last_ns);
         self.calls += calls;
         self.api_ns += api_ns;
