@@ -92,6 +92,12 @@ impl Activity {
         b
     }
 
+    /// [`Activity::bin_near`] with the times `[lo, hi)` for which it holds.
+    pub fn bounds_near(&mut self, t: u64) -> (u64, u64, usize) {
+        self.bin_near(t);
+        self.last
+    }
+
     /// [`Activity::add_api`] into bins the caller holds (the scan keeps them by process slot).
     #[inline]
     pub fn add_api_to(&mut self, p: &mut ProcBins, start: u64, dur: u64) {

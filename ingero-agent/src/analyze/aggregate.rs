@@ -6,18 +6,16 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 use ingero_ebpf::CudaOp;
-use ingero_ebpf::cuda_ops::MAX_OP;
 
-use super::activity::{Activity, ProcBins};
+use super::activity::Activity;
 use super::groups::{GroupStats, Grouping};
 use super::index::TraceIndex;
-use super::labels::ValueId;
 use super::ops::OpStats;
-use super::pid_slots::PidSlots;
 use super::processes::ProcStats;
+use super::scan::Scan;
 use super::selection::Selection;
-use super::slow_calls::{OffCpuRings, SlowCalls};
-use crate::read::{CudaCallRecord, ReadRecord, TraceReader};
+use super::slow_calls::SlowCalls;
+use crate::read::{CudaCallRecord, ReadRecord, TimeRange, TraceReader};
 use crate::record::FastMap;
 
 /// Calls that returned one error code from one operation.
@@ -79,8 +77,7 @@ pub struct Aggregate {
     pub names: Names,
     /// The whole selection as one group.
     pub total: GroupStats,
-    /// Records read in this pass and events that matched the selection.
-    pub records: u64,
+    /// Events that matched the selection.
     pub matched: u64,
 }
 
@@ -120,118 +117,42 @@ pub fn run(
     groupings: Vec<Vec<String>>,
     needs: Needs,
 ) -> Result<Aggregate> {
-    let mut agg = Aggregate {
-        ops: BTreeMap::new(),
-        groupings: groupings
-            .into_iter()
-            .map(|keys| Grouping::new(keys, &ix.labels))
-            .collect(),
-        procs: BTreeMap::new(),
-        activity: Activity::new(sel.range.start_ns, sel.range.end_ns),
-        slow: SlowCalls::default(),
-        errors: BTreeMap::new(),
-        names: Names::default(),
-        total: GroupStats::default(),
-        records: 0,
-        matched: 0,
-    };
-    // Dense during the scan (by op value, by process slot); moved into the maps at the end.
-    let mut ops: Vec<Option<OpStats>> = (0..MAX_OP).map(|_| None).collect();
-    let mut pids = PidSlots::default();
-    let mut procs: Vec<(ProcStats, ProcBins)> = Vec::new();
-    let mut rings = OffCpuRings::default();
-    let mut scratch: Vec<ValueId> = Vec::new();
-    let check_labels = !sel.labels.is_empty();
-    let mut reader = TraceReader::from_files(ix.files.clone(), sel.range);
-    // The loop runs inside the reader's (one record slot, reused: nothing allocated per event).
-    reader.for_each_record(|rec| {
-        agg.records += 1;
-        match rec {
-            ReadRecord::Cuda(c) => {
-                let pid = c.thread.pid;
-                if !sel.admits_pid(pid)
-                    || !sel.admits_op(c.op)
-                    || (check_labels && !sel.admits_labels(&ix.labels, pid, c.ts_ns, &mut scratch))
-                {
-                    return;
-                }
-                agg.matched += 1;
-                if needs.total {
-                    agg.total.add_cuda(c);
-                }
-                if needs.ops
-                    && let Some(slot) = ops.get_mut(c.op as usize)
-                {
-                    slot.get_or_insert_with(|| OpStats::new(c.op))
-                        .record(c.duration_ns, c.ret);
-                }
-                for g in &mut agg.groupings {
-                    g.for_each_group(&ix.labels, pid, c.ts_ns, |s| s.add_cuda(c));
-                }
-                if !needs.processes {
-                    return;
-                }
-                let slot = pids.slot(pid, || {
-                    procs.push((ProcStats::default(), ProcBins::new()));
-                });
-                if let Some((stats, bins)) = procs.get_mut(slot) {
-                    let net = stats.add(c);
-                    agg.activity.add_api_to(bins, c.ts_ns, c.duration_ns);
-                    if net != 0 || matches!(c.args, crate::decode::CudaArgs::Alloc { .. }) {
-                        let b = agg.activity.bin_near(c.ts_ns);
-                        bins.net_bytes[b] += net;
-                        if net > 0 {
-                            bins.alloc_calls[b] += 1;
-                        }
-                    }
-                }
-                agg.slow.offer(c, &rings);
-                if c.ret != 0 {
-                    add_error(&mut agg.errors, c);
-                }
-            }
-            ReadRecord::OffCpu(o) => {
-                let pid = o.thread.pid;
-                if !sel.admits_pid(pid)
-                    || (check_labels && !sel.admits_labels(&ix.labels, pid, o.ts_ns, &mut scratch))
-                {
-                    return;
-                }
-                agg.matched += 1;
-                if !needs.processes && !needs.total && agg.groupings.is_empty() {
-                    return;
-                }
-                let who = agg.names.intern(&o.next_comm);
-                if needs.processes {
-                    rings.push(o, who);
-                }
-                if needs.total {
-                    agg.total.add_off_cpu(o, who);
-                }
-                for g in &mut agg.groupings {
-                    g.for_each_group(&ix.labels, pid, o.ts_ns, |s| s.add_off_cpu(o, who));
-                }
-            }
-            _ => {}
-        }
-    })?;
-    agg.ops = ops
+    let groupings = groupings
         .into_iter()
-        .flatten()
-        .map(|s| (s.op as u16, s))
+        .map(|keys| Grouping::new(keys, &ix.labels))
         .collect();
-    for (pid, (stats, bins)) in pids.pids.iter().zip(procs) {
-        agg.procs.insert(*pid, stats);
-        agg.activity.procs.insert(*pid, bins);
-    }
-    for g in &mut agg.groupings {
-        g.finish();
-    }
-    Ok(agg)
+    let mut scan = Scan::new(ix, sel, groupings, needs);
+    // The range is checked by the scan, on the two kinds of record it reads, rather than by
+    // the reader on every record (the same test: the record's interval overlaps the range).
+    let mut reader = TraceReader::from_files(ix.files.clone(), TimeRange::all());
+    match (needs.ops, scan.grouped(), needs.processes) {
+        (false, false, false) => scan_all::<false, false, false>(&mut reader, &mut scan),
+        (false, false, true) => scan_all::<false, false, true>(&mut reader, &mut scan),
+        (false, true, false) => scan_all::<false, true, false>(&mut reader, &mut scan),
+        (false, true, true) => scan_all::<false, true, true>(&mut reader, &mut scan),
+        (true, false, false) => scan_all::<true, false, false>(&mut reader, &mut scan),
+        (true, false, true) => scan_all::<true, false, true>(&mut reader, &mut scan),
+        (true, true, false) => scan_all::<true, true, false>(&mut reader, &mut scan),
+        (true, true, true) => scan_all::<true, true, true>(&mut reader, &mut scan),
+    }?;
+    Ok(scan.finish())
+}
+
+/// The pass itself, compiled once per combination of what is needed.
+fn scan_all<const OPS: bool, const GROUPED: bool, const PROCS: bool>(
+    reader: &mut TraceReader,
+    scan: &mut Scan<'_>,
+) -> Result<()> {
+    // The loop runs inside the reader's (one record slot, reused: nothing allocated per event).
+    reader.for_each_record(|rec| match rec {
+        ReadRecord::Cuda(c) => scan.cuda::<OPS, GROUPED, PROCS>(c),
+        ReadRecord::OffCpu(o) => scan.off_cpu(o),
+        _ => {}
+    })
 }
 
 /// Counts a failed call into its error group.
-fn add_error(errors: &mut BTreeMap<(u16, i32), ErrorGroup>, c: &CudaCallRecord) {
+pub(super) fn add_error(errors: &mut BTreeMap<(u16, i32), ErrorGroup>, c: &CudaCallRecord) {
     let e = errors.entry((c.op as u16, c.ret)).or_default();
     if e.count == 0 || c.ts_ns < e.first_ns {
         e.first_ns = c.ts_ns;

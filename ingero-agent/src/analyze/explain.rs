@@ -5,12 +5,12 @@
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use serde_json::Value;
 
 use super::Analysis;
 use super::aggregate::Aggregate;
 use super::findings::{self, Finding, SLOW_GROUP_KEYS};
 use super::fmt;
+use super::json::Json;
 use super::query::{REQUEST_KEY, RequestRow, request_report};
 use super::table::{Table, csv_cell};
 
@@ -75,8 +75,8 @@ pub fn ranking(an: &Analysis, agg: &Aggregate) -> RequestRanking {
 }
 
 impl ExplainReport {
-    pub fn json(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
+    pub fn json(&self) -> Json<&ExplainReport> {
+        Json(self)
     }
 
     pub fn text(&self) -> String {
@@ -137,8 +137,8 @@ impl ExplainReport {
 }
 
 impl RequestRanking {
-    pub fn json(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
+    pub fn json(&self) -> Json<&RequestRanking> {
+        Json(self)
     }
 
     fn table(&self, origin: u64) -> Table {

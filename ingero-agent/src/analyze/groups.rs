@@ -76,6 +76,7 @@ pub struct GroupStats {
 const MAX_PREEMPTERS: usize = 16;
 
 impl GroupStats {
+    #[inline(always)]
     fn touch(&mut self, start: u64, end: u64) {
         if self.first_ns == 0 || start < self.first_ns {
             self.first_ns = start;
@@ -83,15 +84,13 @@ impl GroupStats {
         self.last_ns = self.last_ns.max(end);
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn add_cuda(&mut self, c: &CudaCallRecord) {
         let d = c.duration_ns;
         self.touch(c.ts_ns, c.ts_ns + d);
         self.cuda_calls += 1;
         self.api_time_ns += d;
-        if c.ret != 0 {
-            self.errors += 1;
-        }
+        self.errors += u64::from(c.ret != 0);
         if is_sync(c.op) {
             self.sync_time_ns += d;
         } else if is_launch(c.op) {
@@ -124,6 +123,32 @@ impl GroupStats {
         }
     }
 
+    /// Adds the calls summed in `run` (by [`Self::add_cuda`], none starting at 0) as if each
+    /// were added here in turn: sums add, the earliest start and latest end hold, and the
+    /// slowest stays the first of the longest.
+    pub fn merge_cuda(&mut self, run: &GroupStats) {
+        if run.cuda_calls == 0 {
+            return;
+        }
+        self.touch(run.first_ns, run.last_ns);
+        self.cuda_calls += run.cuda_calls;
+        self.api_time_ns += run.api_time_ns;
+        self.sync_time_ns += run.sync_time_ns;
+        self.memcpy_time_ns += run.memcpy_time_ns;
+        self.memcpy_bytes.h2d += run.memcpy_bytes.h2d;
+        self.memcpy_bytes.d2h += run.memcpy_bytes.d2h;
+        self.memcpy_bytes.d2d += run.memcpy_bytes.d2d;
+        self.memcpy_bytes.other += run.memcpy_bytes.other;
+        self.launches += run.launches;
+        self.launch_time_ns += run.launch_time_ns;
+        self.errors += run.errors;
+        if let Some(s) = run.slowest
+            && self.slowest.is_none_or(|m| s.duration_ns > m.duration_ns)
+        {
+            self.slowest = Some(s);
+        }
+    }
+
     pub fn add_off_cpu(&mut self, o: &OffCpuRecord, preempter: u32) {
         self.touch(o.ts_ns, o.ts_ns + o.duration_ns);
         self.off_cpu_ns += o.duration_ns;
@@ -148,6 +173,9 @@ pub fn add_preempter(list: &mut Vec<(u32, u64)>, who: u32, ns: u64) {
     }
 }
 
+/// A value without a group yet (in `slot_of_value`).
+const NO_SLOT: u32 = u32::MAX;
+
 /// The groups of one `--group-by KEY[,KEY]`.
 pub struct Grouping {
     pub keys: Vec<String>,
@@ -158,6 +186,9 @@ pub struct Grouping {
     /// During the scan: each group's values and stats, by slot, and the slot of each group.
     slots: Vec<(Vec<ValueId>, GroupStats)>,
     slot_of: FastMap<Vec<ValueId>, u32>,
+    /// With a single key, the slot of each value by value id (`NO_SLOT`: none yet) instead of
+    /// hashing one-value combinations; as long as the label index has values.
+    slot_of_value: Vec<u32>,
     cache: ResolveCache,
     /// Scratch: the values of each key for the current event, a position in each, the
     /// current combination and the slots it resolved to.
@@ -178,6 +209,7 @@ impl Grouping {
             groups: FastMap::default(),
             slots: Vec::new(),
             slot_of: FastMap::default(),
+            slot_of_value: Vec::new(),
             cache: ResolveCache::default(),
             combo: Vec::new(),
             resolved: Vec::new(),
@@ -212,7 +244,7 @@ impl Grouping {
 
     /// Looks up the groups of an event of `pid` at `t` into `resolved` (creating groups seen
     /// for the first time); returns until when that answer holds.
-    fn resolve(&mut self, index: &LabelIndex, pid: u32, t: u64) -> u64 {
+    pub(super) fn resolve(&mut self, index: &LabelIndex, pid: u32, t: u64) -> u64 {
         self.resolved.clear();
         let mut end = u64::MAX;
         for (i, k) in self.keys.iter().enumerate() {
@@ -224,6 +256,22 @@ impl Grouping {
             if self.values[i].is_empty() {
                 return end;
             }
+        }
+        if let ([one], [_]) = (self.values.as_slice(), self.keys.as_slice()) {
+            for v in one {
+                let i = *v as usize;
+                if self.slot_of_value.len() <= i {
+                    self.slot_of_value.resize(i + 1, NO_SLOT);
+                }
+                let mut slot = self.slot_of_value[i];
+                if slot == NO_SLOT {
+                    slot = self.slots.len() as u32;
+                    self.slots.push((vec![*v], GroupStats::default()));
+                    self.slot_of_value[i] = slot;
+                }
+                self.resolved.push(slot);
+            }
+            return end;
         }
         // Cartesian product of the keys' values (almost always a single combination).
         self.idx.iter_mut().for_each(|i| *i = 0);
@@ -256,9 +304,21 @@ impl Grouping {
         }
     }
 
+    /// The slots the last [`Self::resolve`] found.
+    pub(super) fn resolved(&self) -> &[u32] {
+        &self.resolved
+    }
+
+    /// The stats of a group by slot (during the scan).
+    #[inline]
+    pub(super) fn slot_stats(&mut self, slot: u32) -> Option<&mut GroupStats> {
+        self.slots.get_mut(slot as usize).map(|(_, g)| g)
+    }
+
     /// Moves the groups gathered during the scan into [`Grouping::groups`].
     pub fn finish(&mut self) {
         self.slot_of = FastMap::default();
+        self.slot_of_value = Vec::new();
         self.groups.extend(self.slots.drain(..));
     }
 }

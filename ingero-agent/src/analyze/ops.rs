@@ -15,6 +15,8 @@ pub struct OpStats {
     pub total_ns: u64,
     pub max_ns: u64,
     pub errors: u64,
+    /// The shortest call (`u64::MAX` before the first), for the sketch's histogram.
+    min_ns: u64,
     sketch: Sketch,
 }
 
@@ -26,26 +28,31 @@ impl OpStats {
             total_ns: 0,
             max_ns: 0,
             errors: 0,
+            min_ns: u64::MAX,
             sketch: Sketch::new(SKETCH_MAX_NS),
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn record(&mut self, duration_ns: u64, ret: i32) {
         self.count += 1;
         self.total_ns += duration_ns;
         self.max_ns = self.max_ns.max(duration_ns);
-        if ret != 0 {
-            self.errors += 1;
-        }
+        self.min_ns = self.min_ns.min(duration_ns);
+        self.errors += u64::from(ret != 0);
         self.sketch.record(duration_ns);
+    }
+
+    /// The shortest and longest call, if any.
+    fn extremes(&self) -> Option<(u64, u64)> {
+        (self.count > 0).then_some((self.min_ns, self.max_ns))
     }
 
     /// The duration at quantile `q` (0..=1), never above the true maximum.
     pub fn quantile(&self, q: f64) -> u64 {
         // The histogram fails only for invalid bounds, which these constants are not; without
         // it quantiles fall back to the maximum.
-        match &self.sketch.histogram() {
+        match &self.sketch.histogram(self.extremes()) {
             Some(h) if self.count > 0 => h.value_at_quantile(q).min(self.max_ns),
             _ => self.max_ns,
         }
@@ -53,7 +60,7 @@ impl OpStats {
 
     /// How many recorded calls took at least `ns`.
     pub fn count_at_least(&self, ns: u64) -> u64 {
-        match &self.sketch.histogram() {
+        match &self.sketch.histogram(self.extremes()) {
             Some(h) => h
                 .iter_recorded()
                 .filter(|v| v.value_iterated_to() >= h.lowest_equivalent(ns))

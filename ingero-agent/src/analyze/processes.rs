@@ -2,6 +2,8 @@
 //! live allocations by pointer, so frees without a recorded size still count), failed
 //! allocations and the first calls of each operation (for cold start).
 
+use std::sync::Arc;
+
 use ingero_ebpf::CudaOp;
 
 use crate::decode::CudaArgs;
@@ -44,6 +46,9 @@ pub struct ProcStats {
     pub first_calls: FastMap<CudaOp, Vec<u64>>,
     /// Bit per op whose first calls are all in, so later calls skip the map.
     first_calls_full: u64,
+    /// The thread name checked last: once checked, `name` holds it (or it was empty), and
+    /// held here it cannot be freed and its address reused for another name.
+    name_seen: Option<Arc<str>>,
 }
 
 impl ProcStats {
@@ -52,11 +57,12 @@ impl ProcStats {
     pub fn add(&mut self, c: &CudaCallRecord) -> i64 {
         // The main thread's name is the process's; other threads only until it shows up.
         if (self.name.is_empty() || c.thread.pid == c.thread.tid)
-            && !c.thread.name.is_empty()
-            && *self.name != *c.thread.name
+            && !self
+                .name_seen
+                .as_ref()
+                .is_some_and(|n| Arc::ptr_eq(n, &c.thread.name))
         {
-            self.name.clear();
-            self.name.push_str(&c.thread.name);
+            self.take_name(c);
         }
         let end = c.ts_ns + c.duration_ns;
         if self.calls == 0 || c.ts_ns < self.first_ns {
@@ -72,6 +78,35 @@ impl ProcStats {
             CudaArgs::Alloc { .. } | CudaArgs::Free { .. } => self.add_memory(c),
             _ => 0,
         }
+    }
+
+    /// Adds calls summed by a [`super::proc_run::ProcRun`] (none of them allocating, freeing,
+    /// failing, among the first calls of their op or starting before the first call).
+    pub(super) fn add_run(&mut self, calls: u64, api_ns: u64, last_ns: u64) {
+        self.last_ns = self.last_ns.max(last_ns);
+        self.calls += calls;
+        self.api_ns += api_ns;
+    }
+
+    /// What decides whether a call needs [`Self::add`]: whether the name is empty, the name
+    /// checked last, the ops with all their first calls.
+    pub(super) fn run_view(&self) -> (bool, Option<&Arc<str>>, u64) {
+        (
+            self.name.is_empty(),
+            self.name_seen.as_ref(),
+            self.first_calls_full,
+        )
+    }
+
+    /// Takes the thread's name (if it has one) and remembers the name checked, so the calls
+    /// that follow with the same (shared) name skip comparing it.
+    #[inline(never)]
+    fn take_name(&mut self, c: &CudaCallRecord) {
+        if !c.thread.name.is_empty() && *self.name != *c.thread.name {
+            self.name.clear();
+            self.name.push_str(&c.thread.name);
+        }
+        self.name_seen = Some(Arc::clone(&c.thread.name));
     }
 
     /// Keeps the call's duration while its op has fewer than [`FIRST_CALLS`].

@@ -11,6 +11,7 @@ use super::aggregate::{Aggregate, Names, Needs};
 use super::fmt;
 use super::groups::{GroupStats, Grouping, MemcpyBytes};
 use super::intervals;
+use super::json::Json;
 use super::labels::ValueId;
 use super::table::Table;
 
@@ -343,15 +344,22 @@ const GROUP_HEADERS: [&str; 11] = [
     "slowest",
 ];
 
+/// A [`QueryReport`] as JSON: its rows (or the requests report) without the variant.
+pub struct QueryJson<'a>(&'a QueryReport);
+
+impl Serialize for QueryJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            QueryReport::Ops(rows) => rows.serialize(s),
+            QueryReport::Groups(rows) => rows.serialize(s),
+            QueryReport::Requests(r) => r.serialize(s),
+        }
+    }
+}
+
 impl QueryReport {
-    pub fn json(&self) -> Value {
-        let v = match self {
-            QueryReport::Ops(rows) => serde_json::to_value(rows),
-            QueryReport::Groups(rows) => serde_json::to_value(rows),
-            QueryReport::Requests(r) => serde_json::to_value(r),
-        };
-        // Serialising plain structs of numbers and strings cannot fail.
-        v.unwrap_or(Value::Null)
+    pub fn json(&self) -> Json<QueryJson<'_>> {
+        Json(QueryJson(self))
     }
 
     /// The rows as a table (text and CSV share it); times are offsets from `origin`.

@@ -19,7 +19,7 @@ const LEADING_ZERO_BASE: u32 = 64 - HALF_MAGNITUDE - 1;
 pub const DIGITS: u8 = 2;
 
 /// The hdrhistogram counts index of `v` (≥ 1).
-#[inline]
+#[inline(always)]
 fn index_of(v: u64) -> usize {
     let bucket = LEADING_ZERO_BASE - (v | SUB_BUCKET_MASK).leading_zeros();
     let sub = v >> bucket;
@@ -37,13 +37,11 @@ fn lowest_of(i: usize) -> u64 {
     sub << bucket
 }
 
-/// Latency counts of values in `[1, max]`.
+/// Latency counts of values in `[1, max]`. The smallest and largest value recorded are kept
+/// by the caller (who usually has them anyway) and given to [`Sketch::histogram`].
 pub struct Sketch {
     max_value: u64,
     counts: Vec<u64>,
-    /// Smallest and largest recorded value (0 before the first).
-    min: u64,
-    max: u64,
 }
 
 impl Sketch {
@@ -52,39 +50,41 @@ impl Sketch {
         Sketch {
             max_value,
             counts: vec![0; index_of(max_value.max(1)) + 1],
-            min: 0,
-            max: 0,
         }
     }
 
     /// Counts one value, clamped to `[1, max_value]`.
-    #[inline]
+    #[inline(always)]
     pub fn record(&mut self, v: u64) {
-        let v = v.clamp(1, self.max_value);
+        // Not `clamp`, whose bounds assertion keeps it from being inlined.
+        let v = v.max(1).min(self.max_value);
         if let Some(c) = self.counts.get_mut(index_of(v)) {
             *c += 1;
         }
-        if self.min == 0 || v < self.min {
-            self.min = v;
-        }
-        self.max = self.max.max(v);
     }
 
-    /// The HDR histogram these counts stand for (`None` only if the library refuses the bounds).
-    pub fn histogram(&self) -> Option<Histogram<u64>> {
+    /// The HDR histogram these counts stand for, given the smallest and largest value recorded
+    /// (before clamping; `None`: nothing recorded). `None` only if the library refuses the
+    /// bounds.
+    pub fn histogram(&self, extremes: Option<(u64, u64)>) -> Option<Histogram<u64>> {
         let mut h = Histogram::new_with_bounds(1, self.max_value, DIGITS).ok()?;
-        if self.max == 0 {
+        let Some((min, max)) = extremes else {
             return Some(h);
-        }
+        };
+        // Clamping keeps order, so these are the extremes of the values counted.
+        let (min, max) = (
+            min.max(1).min(self.max_value),
+            max.max(1).min(self.max_value),
+        );
         // The largest value goes in as itself so the histogram's maximum is exact; the rest of
         // each bucket goes in at a value of that bucket no smaller than the minimum (so its
         // minimum is exact too).
-        h.saturating_record(self.max);
-        let top = index_of(self.max);
+        h.saturating_record(max);
+        let top = index_of(max);
         for (i, c) in self.counts.iter().enumerate() {
             let n = if i == top { c.saturating_sub(1) } else { *c };
             if n > 0 {
-                h.saturating_record_n(lowest_of(i).clamp(self.min, self.max), n);
+                h.saturating_record_n(lowest_of(i).clamp(min, max), n);
             }
         }
         Some(h)
@@ -131,11 +131,14 @@ mod tests {
             values.push(x % (1 << (x % 40)));
         }
         values.push(u64::MAX);
-        for v in values {
-            direct.saturating_record(v.clamp(1, MAX));
-            s.record(v);
+        for v in &values {
+            direct.saturating_record((*v).clamp(1, MAX));
+            s.record(*v);
         }
-        let built = s.histogram().expect("valid bounds");
+        let extremes = values.iter().min().zip(values.iter().max());
+        let built = s
+            .histogram(extremes.map(|(a, b)| (*a, *b)))
+            .expect("valid bounds");
         assert_eq!(built.len(), direct.len());
         assert_eq!(built.max(), direct.max());
         assert_eq!(built.min_nz(), direct.min_nz());
@@ -160,7 +163,7 @@ mod tests {
 
     #[test]
     fn an_empty_sketch_gives_an_empty_histogram() {
-        let h = Sketch::new(MAX).histogram().expect("valid bounds");
+        let h = Sketch::new(MAX).histogram(None).expect("valid bounds");
         assert_eq!(h.len(), 0);
     }
 }

@@ -20,7 +20,8 @@ fn preemption_storm_in_step_42_is_found_and_named() {
 
     let q = analyze::query(&an, &QueryMode::GroupBy(vec!["step".into()]))
         .expect("query")
-        .json();
+        .json()
+        .value();
     let rows = q.as_array().expect("one object per step");
     assert_eq!(rows.len(), 10, "steps 40..=49 (50 has no events)");
     for row in rows {
@@ -54,7 +55,7 @@ fn preemption_storm_in_step_42_is_found_and_named() {
     assert_eq!(s41["off_cpu_ns"], 0, "the storm is in step 42 only");
     assert_eq!(s42["slowest_op"]["op"], "cudaStreamSynchronize");
 
-    let e = analyze::explain(&an, None).expect("explain").json();
+    let e = analyze::explain(&an, None).expect("explain").json().value();
     let tail = findings_of(&e, "tail_latency");
     assert_eq!(tail.len(), 1, "{e:#}");
     let tail = tail[0];
@@ -112,7 +113,10 @@ fn label_and_time_filters_select_step_42() {
         ..Default::default()
     };
     let an = fixtures::open(&path, &spec);
-    let q = analyze::query(&an, &QueryMode::Ops).expect("query").json();
+    let q = analyze::query(&an, &QueryMode::Ops)
+        .expect("query")
+        .json()
+        .value();
     assert_eq!(q[0]["op"], "cudaLaunchKernel");
     assert_eq!(q[0]["count"], 50);
     assert!(q.as_array().is_some_and(|a| a.len() == 1));
@@ -126,7 +130,8 @@ fn label_and_time_filters_select_step_42() {
     );
     let q = analyze::query(&an, &QueryMode::GroupBy(vec!["step".into()]))
         .expect("query")
-        .json();
+        .json()
+        .value();
     let steps: Vec<&str> = q
         .as_array()
         .map(|a| {
@@ -156,7 +161,7 @@ fn label_and_time_filters_select_step_42() {
 fn request_r17_overlaps_the_sync_burst() {
     let path = fixtures::write("serving", fixtures::serving());
     let an = fixtures::open(&path, &SelectionSpec::default());
-    let r = analyze::rank_requests(&an).expect("rank").json();
+    let r = analyze::rank_requests(&an).expect("rank").json().value();
     assert!(
         r["caveat"]
             .as_str()
@@ -172,6 +177,7 @@ fn request_r17_overlaps_the_sync_burst() {
     let total_api: u64 = analyze::query(&an, &QueryMode::Ops)
         .expect("ops")
         .json()
+        .value()
         .as_array()
         .map(|a| a.iter().filter_map(|o| o["total_ns"].as_u64()).sum())
         .unwrap_or(0);
@@ -180,11 +186,12 @@ fn request_r17_overlaps_the_sync_burst() {
 
     let q = analyze::query(&an, &QueryMode::ByRequest)
         .expect("query")
-        .json();
+        .json()
+        .value();
     assert!(q["caveat"].is_string());
     assert_eq!(q["requests"][0]["request_id"], "r-17");
 
-    let e = analyze::explain(&an, None).expect("explain").json();
+    let e = analyze::explain(&an, None).expect("explain").json().value();
     let slow = findings_of(&e, "slow_group");
     assert!(
         slow.iter().any(|f| f["summary"].as_str().is_some_and(|s| s
@@ -206,7 +213,7 @@ fn request_r17_overlaps_the_sync_burst() {
             ..Default::default()
         },
     );
-    let r = analyze::rank_requests(&at).expect("rank at").json();
+    let r = analyze::rank_requests(&at).expect("rank at").json().value();
     let ids: Vec<&str> = r["requests"]
         .as_array()
         .map(|a| a.iter().filter_map(|x| x["request_id"].as_str()).collect())
@@ -219,7 +226,7 @@ fn request_r17_overlaps_the_sync_burst() {
 fn leaking_process_is_found_with_its_growth_rate() {
     let path = fixtures::write("leak", fixtures::leaky());
     let an = fixtures::open(&path, &SelectionSpec::default());
-    let e = analyze::explain(&an, None).expect("explain").json();
+    let e = analyze::explain(&an, None).expect("explain").json().value();
     let leaks = findings_of(&e, "memory_leak");
     assert_eq!(leaks.len(), 1, "only `leaky` leaks: {e:#}");
     let s = leaks[0]["summary"].as_str().unwrap_or("");
@@ -250,7 +257,7 @@ fn failed_allocations_and_error_codes_are_grouped() {
     recs.push(fixtures::malloc(t, T0 + 600 * MS, 4096, 0, 35));
     let path = fixtures::write("errors", recs);
     let an = fixtures::open(&path, &SelectionSpec::default());
-    let e = analyze::explain(&an, None).expect("explain").json();
+    let e = analyze::explain(&an, None).expect("explain").json().value();
     let errs = findings_of(&e, "cuda_error");
     assert_eq!(errs.len(), 2, "{e:#}");
     assert!(errs.iter().any(|f| {
@@ -272,7 +279,7 @@ fn failed_allocations_and_error_codes_are_grouped() {
 fn clean_trace_has_no_findings() {
     let path = fixtures::write("clean", fixtures::clean());
     let an = fixtures::open(&path, &SelectionSpec::default());
-    let e = analyze::explain(&an, None).expect("explain").json();
+    let e = analyze::explain(&an, None).expect("explain").json().value();
     assert_eq!(e["findings"], Value::Array(Vec::new()), "{e:#}");
     assert!(e["events"].as_u64().unwrap_or(0) > 900);
 }
@@ -305,8 +312,37 @@ fn the_first_pass_skipping_chunks_learns_what_a_full_read_does() {
         b.index.records
     );
     let by_step = QueryMode::GroupBy(vec!["step".into()]);
-    let q = |an| analyze::query(an, &by_step).expect("query").json();
+    let q = |an| analyze::query(an, &by_step).expect("query").json().value();
     assert_eq!(q(&a), q(&b));
-    let e = |an| analyze::explain(an, None).expect("explain").json();
+    let e = |an| analyze::explain(an, None).expect("explain").json().value();
     assert_eq!(e(&a), e(&b));
+}
+
+#[test]
+fn json_text_is_the_text_of_its_tree() {
+    for (name, records) in [
+        ("json-training", fixtures::training()),
+        ("json-serving", fixtures::serving()),
+    ] {
+        let path = fixtures::write(name, records);
+        let an = fixtures::open(&path, &SelectionSpec::default());
+        let modes = [
+            QueryMode::Ops,
+            QueryMode::GroupBy(vec!["step".into()]),
+            QueryMode::ByRequest,
+        ];
+        for mode in &modes {
+            let q = analyze::query(&an, mode).expect("query");
+            assert_eq!(
+                q.json().to_string(),
+                q.json().value().to_string(),
+                "{name} {mode:?}"
+            );
+        }
+        let e = analyze::explain(&an, None).expect("explain");
+        assert_eq!(e.json().to_string(), e.json().value().to_string(), "{name}");
+        assert!(!e.json().value()["findings"].is_null(), "{name}");
+        let r = analyze::rank_requests(&an).expect("rank");
+        assert_eq!(r.json().to_string(), r.json().value().to_string(), "{name}");
+    }
 }
