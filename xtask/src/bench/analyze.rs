@@ -1,8 +1,9 @@
 //! `cargo xtask bench analyze`: `ingero query` and `ingero explain` on a generated recording
 //! of 10 million CUDA calls, side by side with the reader's raw scan of the same file. Each
 //! command runs as a child; wall time, CPU time and peak RSS come from `wait4`'s rusage of
-//! that child alone. Targets (issue 5): under 3 s and 300 MB each, at least 20 M events per
-//! second per core.
+//! that child alone; each command runs [`ROUNDS`] times and its least CPU time is kept (the
+//! machines this runs on are shared), with the largest peak RSS. Targets (issue 5): under 3 s
+//! and 300 MB each, at least 20 M events per second per core.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,6 +15,9 @@ use crate::util::{run as run_cmd, workspace_root};
 
 /// Events in the generated recording.
 pub const EVENTS: u64 = 10_000_000;
+
+/// Runs of each command.
+const ROUNDS: usize = 3;
 
 /// One measured command.
 pub struct Measured {
@@ -136,9 +140,24 @@ pub fn run() -> Result<String> {
     ];
     let mut rows = Vec::new();
     for (name, argv) in runs {
-        let mut c = Command::new(&argv[0]);
-        c.args(&argv[1..]);
-        rows.push(measure(name, &mut c)?);
+        let mut best: Option<Measured> = None;
+        for _ in 0..ROUNDS {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            let m = measure(name, &mut c)?;
+            best = Some(match best {
+                Some(b) if b.cpu_s <= m.cpu_s => Measured {
+                    max_rss_mb: b.max_rss_mb.max(m.max_rss_mb),
+                    ..b
+                },
+                Some(b) => Measured {
+                    max_rss_mb: b.max_rss_mb.max(m.max_rss_mb),
+                    ..m
+                },
+                None => m,
+            });
+        }
+        rows.extend(best);
     }
     Ok(markdown(&rows, records, size))
 }
@@ -173,20 +192,30 @@ fn scan_count(bin: &Path, trace: &Path) -> Result<u64> {
 
 fn markdown(rows: &[Measured], records: u64, size: u64) -> String {
     let mut s = format!(
-        "Recording: {records} records ({:.0} MB), `synth-trace --events {EVENTS}`\n\n| command | wall s | CPU s | peak RSS MB | M records/s/core (CPU) | M records/s (wall) | target |\n|---|---:|---:|---:|---:|---:|---|\n",
+        "Recording: {records} records ({:.0} MB), `synth-trace --events {EVENTS}`; best of {ROUNDS} runs\n\n| command | wall s | CPU s | peak RSS MB | M records/s/core (CPU) | M records/s (wall) | CPU × raw scan | target (< 3 s, < 300 MB, ≥ 20 M/s/core) |\n|---|---:|---:|---:|---:|---:|---:|---|\n",
         size as f64 / 1e6
     );
+    let scan_cpu = rows
+        .iter()
+        .find(|r| r.name == "reader raw scan")
+        .map(|r| r.cpu_s);
     for r in rows {
         let per_core = records as f64 / r.cpu_s.max(1e-9) / 1e6;
         let wall = records as f64 / r.wall_s.max(1e-9) / 1e6;
+        let ratio = scan_cpu.map_or("-".to_owned(), |b| format!("{:.2}", r.cpu_s / b.max(1e-9)));
         let target = if r.name == "reader raw scan" {
             "-".to_owned()
         } else {
-            let ok = r.wall_s < 3.0 && r.max_rss_mb < 300.0 && per_core >= 20.0;
-            if ok { "met".into() } else { "missed".into() }
+            let mark = |ok: bool| if ok { "met" } else { "missed" };
+            format!(
+                "time {}, memory {}, rate {}",
+                mark(r.wall_s < 3.0),
+                mark(r.max_rss_mb < 300.0),
+                mark(per_core >= 20.0)
+            )
         };
         s.push_str(&format!(
-            "| {} | {:.2} | {:.2} | {:.1} | {:.2} | {:.2} | {target} |\n",
+            "| {} | {:.2} | {:.2} | {:.1} | {:.2} | {:.2} | {ratio} | {target} |\n",
             r.name, r.wall_s, r.cpu_s, r.max_rss_mb, per_core, wall
         ));
     }
