@@ -75,21 +75,13 @@ struct Run {
 impl Run {
     fn start(c: &CudaCallRecord) -> Run {
         let mut r = Run {
-            calls: 0,
-            api_ns: 0,
-            sync_ns: 0,
-            memcpy_ns: 0,
-            bytes: [0; 4],
-            launches: 0,
-            launch_ns: 0,
-            errors: 0,
             first_ns: c.ts_ns,
-            last_ns: 0,
             slowest: Slowest {
                 op: c.op,
                 ts_ns: c.ts_ns,
                 duration_ns: c.duration_ns,
             },
+            ..NO_RUN
         };
         r.add(c);
         r

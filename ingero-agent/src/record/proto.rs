@@ -244,6 +244,29 @@ pub mod wire {
     }
 
     #[inline(always)]
+    /// Where the key byte `key` of a varint field ending `p` is, if `p` ends with such a
+    /// field: found from the end, since the varint's last byte is the only one without the
+    /// continuation bit and a one-byte key has none either. Whatever precedes it is not
+    /// checked (the writer puts each packet's timestamp last; readers trust the split only
+    /// once the bytes before it are known).
+    pub fn trailing_varint_field(p: &[u8], key: u8) -> Option<usize> {
+        let [.., last] = p else {
+            return None;
+        };
+        if *last >= 0x80 {
+            return None;
+        }
+        let cont = p
+            .iter()
+            .rev()
+            .skip(1)
+            .take(9)
+            .take_while(|b| **b >= 0x80)
+            .count();
+        let at = p.len().checked_sub(cont + 2)?;
+        (p[at] == key).then_some(at)
+    }
+
     pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
         while v >= 0x80 {
             out.push((v as u8) | 0x80);

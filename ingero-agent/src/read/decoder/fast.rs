@@ -24,6 +24,7 @@ use super::{
     SlotVal, Slots, TrackKind,
 };
 use crate::record::proto::SEQ_INCREMENTAL_STATE_CLEARED;
+use crate::record::proto::wire::trailing_varint_field;
 
 /// `Trace.packet` (1, bytes): the frame of each packet in a container.
 const FRAME: u8 = 0x0A;
@@ -211,25 +212,8 @@ fn split_ts(p: &[u8]) -> Option<(&[u8], u64)> {
 /// [`split_ts`] for varints of 4 to 10 bytes (gaps of 268 ms and more).
 #[inline(never)]
 fn split_ts_long(p: &[u8]) -> Option<(&[u8], u64)> {
-    let [.., last] = p else {
-        return None;
-    };
-    if *last >= 0x80 {
-        return None;
-    }
-    let cont = p
-        .iter()
-        .rev()
-        .skip(1)
-        .take(9)
-        .take_while(|b| **b >= 0x80)
-        .count();
-    let start = p.len().checked_sub(cont + 1)?;
-    let key = start.checked_sub(1)?;
-    if p.get(key) != Some(&TIMESTAMP) {
-        return None;
-    }
-    let mut i = start;
+    let key = trailing_varint_field(p, TIMESTAMP)?;
+    let mut i = key + 1;
     let v = varint(p, &mut i)?;
     Some((p.get(..key)?, v))
 }

@@ -6,6 +6,7 @@
 //! becoming copies. Bytes that are not framed packets are literals.
 
 use super::block::{MAX_DIST, MIN_MATCH, Tokens};
+use crate::record::proto::wire::trailing_varint_field;
 
 /// Entries of the table of packets by their bytes before the timestamp.
 const EXACT_BITS: u32 = 12;
@@ -75,21 +76,7 @@ fn timestamp_key(payload: &[u8]) -> Option<usize> {
 
 #[inline(never)]
 fn timestamp_key_long(payload: &[u8]) -> Option<usize> {
-    let [.., last] = payload else {
-        return None;
-    };
-    if *last >= 0x80 {
-        return None;
-    }
-    let cont = payload
-        .iter()
-        .rev()
-        .skip(1)
-        .take(9)
-        .take_while(|b| **b >= 0x80)
-        .count();
-    let key = payload.len().checked_sub(cont + 2)?;
-    (payload[key] == 0x40).then_some(key)
+    trailing_varint_field(payload, 0x40)
 }
 
 /// The little-endian word at `at`, zero-padded past the end of `b`.
