@@ -211,24 +211,33 @@ impl TraceReader {
     /// into it (no call and no state reload per record); the record `f` sees lives in the
     /// reader, its slots reused from record to record.
     pub fn for_each_record(&mut self, mut f: impl FnMut(&ReadRecord)) -> Result<()> {
-        let (all_time, range) = (self.all_time, self.range);
+        if self.all_time {
+            // No wrapper to call through on every record.
+            return self.each(&mut f);
+        }
         // The range is checked here rather than by leaving the hot loop: an analysis's range
         // is the recording's extent, which admits every record but is not `all()`.
-        let mut admitted = |r: &ReadRecord| {
-            if all_time || range.admits(r) {
+        let range = self.range;
+        self.each(&mut |r: &ReadRecord| {
+            if range.admits(r) {
                 f(r);
             }
-        };
+        })
+    }
+
+    /// [`Self::for_each_record`]'s loop, `f` seeing every record (its caller filters).
+    #[inline(always)]
+    fn each(&mut self, f: &mut impl FnMut(&ReadRecord)) -> Result<()> {
         let mut rec = empty_record();
         loop {
             if let Some((_, _, decoder)) = self.current.as_mut() {
-                decoder.hot_each(&mut rec, &mut admitted);
+                decoder.hot_each(&mut rec, f);
             }
             // `next_slow` yields only admitted records: checking again changes nothing.
             if !self.next_slow(&mut rec)? {
                 return Ok(());
             }
-            admitted(&rec);
+            f(&rec);
         }
     }
 
