@@ -256,35 +256,43 @@ struct SeqState {
     names: IidTable<NameEntry>,
     debug_names: IidTable<KeyEntry>,
     strings: IidTable<StrEntry>,
-    /// Clock 64's current value.
-    clock64: Option<u64>,
-    default_clock: Option<u32>,
+    /// Clock 64's current value (0 until a snapshot or a delta sets it).
+    clock64: u64,
+    /// Whether the defaults' clock is clock 64 (timestamps without their own clock are
+    /// deltas): kept as a flag because every hot packet asks.
+    incremental: bool,
 }
 
 impl SeqState {
     /// A packet's time: its `timestamp` on its clock (the incremental clock 64 moves).
     #[inline(always)]
     fn advance(&mut self, timestamp: Option<u64>, clock: Option<u32>) -> u64 {
-        match timestamp {
-            Some(t) => {
-                if clock.or(self.default_clock) == Some(clock_id::INCREMENTAL_MONOTONIC) {
-                    let v = self.clock64.unwrap_or(0).saturating_add(t);
-                    self.clock64 = Some(v);
-                    v
-                } else {
-                    t
-                }
-            }
-            None => self.clock64.unwrap_or(0),
+        let Some(t) = timestamp else {
+            return self.clock64;
+        };
+        let incremental = match clock {
+            None => self.incremental,
+            Some(c) => c == clock_id::INCREMENTAL_MONOTONIC,
+        };
+        if incremental {
+            self.clock64 = self.clock64.saturating_add(t);
+            self.clock64
+        } else {
+            t
         }
+    }
+
+    /// The defaults' clock (`timestamp_clock_id`), `None` when they name none.
+    fn set_default_clock(&mut self, clock: Option<u32>) {
+        self.incremental = clock == Some(clock_id::INCREMENTAL_MONOTONIC);
     }
 
     fn reset(&mut self) {
         self.names.clear();
         self.debug_names.clear();
         self.strings.clear();
-        self.clock64 = None;
-        self.default_clock = None;
+        self.clock64 = 0;
+        self.set_default_clock(None);
     }
 }
 
@@ -701,7 +709,8 @@ pub(super) struct Decoder {
     scratch: Slots,
     /// Which paths may decode a packet (tests compare them).
     paths: Paths,
-    /// Packets decoded by the byte-layout match (tests check the writer's layout hits it).
+    /// Packets decoded by the byte-layout match (tests check the writer's layout hits it;
+    /// counted in test builds only).
     layout_hits: u64,
     /// What the fast path decided for the writer's repeated packets.
     memo: memo::Memo,
@@ -869,13 +878,14 @@ impl Decoder {
             seq.reset();
         }
         if let Some(d) = defaults {
-            seq.default_clock = None;
+            let mut clock = None;
             let mut c = Cur::new(d);
             while let Some((f, w)) = c.field()? {
                 if f == 58 {
-                    seq.default_clock = Some(w.int() as u32);
+                    clock = Some(w.int() as u32);
                 }
             }
+            seq.set_default_clock(clock);
         }
         if let Some(i) = interned {
             intern(seq, i, &self.op_by_name, &mut self.launches)?;
@@ -897,7 +907,7 @@ impl Decoder {
                     }
                 }
                 match id {
-                    Some(clock_id::INCREMENTAL_MONOTONIC) => seq.clock64 = ts,
+                    Some(clock_id::INCREMENTAL_MONOTONIC) => seq.clock64 = ts.unwrap_or(0),
                     Some(clock_id::MONOTONIC) => mono = ts,
                     Some(clock_id::REALTIME) => real = ts,
                     _ => {}
