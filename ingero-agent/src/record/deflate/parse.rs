@@ -150,6 +150,13 @@ impl Parser {
         t.clear();
         // At most one token per byte: no reallocation while parsing.
         t.list.reserve(plain.len());
+        if plain.len() >= NONE as usize {
+            // Positions would not fit the tables (chunks are far smaller than this).
+            for b in plain {
+                t.literal(*b);
+            }
+            return;
+        }
         self.exact.fill((NONE, 0));
         self.shape.fill(NONE);
         let mut at = 0;
