@@ -493,6 +493,30 @@ fn every_decoder_path_yields_the_same_records() {
 }
 
 #[test]
+fn recordings_with_the_timestamp_first_read_the_same() {
+    // Recordings written before the timestamp moved to the end of each packet, and other
+    // writers' packets (prost writes fields in number order: timestamp first).
+    let dir = tmp_dir("ts-first");
+    let file = write(&dir, &mixed_records(), u64::MAX, 0).remove(0);
+    let mut reordered = Vec::new();
+    for p in packets_of(&file) {
+        let packet = TracePacket::decode(&p[..]).expect("prost decodes the writer's packet");
+        let bytes = packet.encode_to_vec();
+        assert_eq!(bytes.len(), p.len(), "prost keeps every field");
+        if packet.timestamp.is_some() && packet.track_event.is_some() {
+            assert_eq!(bytes.first(), Some(&0x40), "timestamp first");
+        }
+        frame(&mut reordered, &bytes);
+    }
+    let want = decode_with(Paths::General, &file);
+    assert!(want.len() > 3_000);
+    same(&decode_with(Paths::All, &reordered), &want);
+    let (packed, _) = repack(&packets_of(&reordered));
+    same(&decode_with(Paths::All, &packed), &want);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn the_writer_s_launches_take_the_byte_layout_path() {
     let dir = tmp_dir("layout");
     let n = 4_000u64;
