@@ -243,13 +243,32 @@ pub mod wire {
         ((64 - (v | 1).leading_zeros()) as usize).div_ceil(7)
     }
 
+    /// A message ending with the varint field whose one-byte key is `key` (the writer ends
+    /// every packet with its timestamp): the bytes before that field, and its value. The
+    /// field is found from the end, since a varint's last byte is the only one without the
+    /// continuation bit and a one-byte key has none either. What precedes it is not checked:
+    /// the reader trusts the split only once it knows those bytes in full (its memo's exact
+    /// bytes, or the writer's layout matched field by field), so a message that merely ends
+    /// in such bytes still decodes as what it is.
     #[inline(always)]
-    /// Where the key byte `key` of a varint field ending `p` is, if `p` ends with such a
-    /// field: found from the end, since the varint's last byte is the only one without the
-    /// continuation bit and a one-byte key has none either. Whatever precedes it is not
-    /// checked (the writer puts each packet's timestamp last; readers trust the split only
-    /// once the bytes before it are known).
-    pub fn trailing_varint_field(p: &[u8], key: u8) -> Option<usize> {
+    pub fn split_trailing_varint(p: &[u8], key: u8) -> Option<(&[u8], u64)> {
+        // Most gaps between packets take two bytes (128 ns to 16 µs).
+        match p {
+            [head @ .., k, a, b] if *k == key && *a >= 0x80 && *b < 0x80 => {
+                Some((head, u64::from(a & 0x7f) | (u64::from(*b) << 7)))
+            }
+            [head @ .., k, a] if *k == key && *a < 0x80 => Some((head, u64::from(*a))),
+            [head @ .., k, a, b, c] if *k == key && (*a & *b) >= 0x80 && *c < 0x80 => Some((
+                head,
+                u64::from(a & 0x7f) | (u64::from(b & 0x7f) << 7) | (u64::from(*c) << 14),
+            )),
+            _ => split_trailing_varint_long(p, key),
+        }
+    }
+
+    /// [`split_trailing_varint`] for varints of 4 to 10 bytes (gaps of 268 ms and more).
+    #[inline(never)]
+    fn split_trailing_varint_long(p: &[u8], key: u8) -> Option<(&[u8], u64)> {
         let [.., last] = p else {
             return None;
         };
@@ -264,9 +283,17 @@ pub mod wire {
             .take_while(|b| **b >= 0x80)
             .count();
         let at = p.len().checked_sub(cont + 2)?;
-        (p[at] == key).then_some(at)
+        if p[at] != key {
+            return None;
+        }
+        let value = p[at + 1..]
+            .iter()
+            .enumerate()
+            .fold(0u64, |v, (i, b)| v | (u64::from(b & 0x7f) << (7 * i)));
+        Some((&p[..at], value))
     }
 
+    #[inline(always)]
     pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
         while v >= 0x80 {
             out.push((v as u8) | 0x80);
@@ -434,6 +461,64 @@ pub mod wire {
     mod tests {
         use super::super::*;
         use super::*;
+
+        #[test]
+        fn split_trailing_varint_takes_the_trailing_timestamp_of_any_length() {
+            const TIMESTAMP: u8 = 0x40;
+            let with_ts = |head: &[u8], ts: u64| {
+                let mut p = head.to_vec();
+                p.push(TIMESTAMP);
+                put_varint(&mut p, ts);
+                p
+            };
+            let split =
+                |p: &[u8]| split_trailing_varint(p, TIMESTAMP).map(|(h, v)| (h.to_vec(), v));
+            // A head ending in bytes that look like a varint's (0x40 included) and in one
+            // with the continuation bit, which cannot end a message but must not confuse the
+            // split.
+            for head in [
+                &[0x50, 0x01, 0x90, 0x06, 0xc6, 0xa5, 0x2d][..],
+                &[0x58, 0x40],
+                &[0xff],
+            ] {
+                for ts in [
+                    0,
+                    1,
+                    127,
+                    128,
+                    300,
+                    16_383,
+                    16_384,
+                    2_000_000,
+                    1 << 40,
+                    u64::MAX,
+                ] {
+                    let p = with_ts(head, ts);
+                    assert_eq!(
+                        split(&p),
+                        Some((head.to_vec(), ts)),
+                        "head {head:x?}, ts {ts}"
+                    );
+                }
+            }
+            // No trailing timestamp: the timestamp first, a cut varint, nothing at all.
+            let mut first = vec![TIMESTAMP, 0x85, 0x03];
+            first.extend_from_slice(&[0x50, 0x01]);
+            assert_eq!(split(&first), None);
+            assert_eq!(split(&[0x50, 0x01, TIMESTAMP, 0x85]), None);
+            assert_eq!(split(&[TIMESTAMP]), None);
+            assert_eq!(split(&[]), None);
+            // Eleven varint bytes are too many.
+            let mut long = vec![0x50, 0x01, TIMESTAMP];
+            long.extend_from_slice(&[0xff; 10]);
+            long.push(0x01);
+            assert_eq!(split(&long), None);
+            // Another key is not the timestamp's.
+            assert_eq!(
+                split_trailing_varint(&[0x50, 0x01, 0x48, 0x02], TIMESTAMP),
+                None
+            );
+        }
 
         #[test]
         fn hand_encoding_decodes_with_prost_to_the_same_packet() {

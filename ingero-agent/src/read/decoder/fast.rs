@@ -24,7 +24,7 @@ use super::{
     SlotVal, Slots, TrackKind,
 };
 use crate::record::proto::SEQ_INCREMENTAL_STATE_CLEARED;
-use crate::record::proto::wire::trailing_varint_field;
+use crate::record::proto::wire::split_trailing_varint;
 
 /// `Trace.packet` (1, bytes): the frame of each packet in a container.
 const FRAME: u8 = 0x0A;
@@ -198,33 +198,10 @@ fn hit(n: &mut u64) {
 }
 
 /// A packet ending with its timestamp, as the writer puts it: the bytes before the
-/// timestamp field and its value. The field is found from the end: the varint's last byte is
-/// the only one without the continuation bit, and the key byte before it has none either.
-/// Whatever comes before is only trusted once matched in full (the memo's exact bytes, or
-/// [`layout`]), so a packet that merely ends in such bytes decodes as what it is.
+/// timestamp field and its value (see [`split_trailing_varint`] for when they are trusted).
 #[inline(always)]
 fn split_ts(p: &[u8]) -> Option<(&[u8], u64)> {
-    // Most gaps between packets take two bytes (128 ns to 16 µs).
-    match p {
-        [head @ .., TIMESTAMP, a, b] if *a >= 0x80 && *b < 0x80 => {
-            Some((head, u64::from(a & 0x7f) | (u64::from(*b) << 7)))
-        }
-        [head @ .., TIMESTAMP, a] if *a < 0x80 => Some((head, u64::from(*a))),
-        [head @ .., TIMESTAMP, a, b, c] if (*a & *b) >= 0x80 && *c < 0x80 => Some((
-            head,
-            u64::from(a & 0x7f) | (u64::from(b & 0x7f) << 7) | (u64::from(*c) << 14),
-        )),
-        _ => split_ts_long(p),
-    }
-}
-
-/// [`split_ts`] for varints of 4 to 10 bytes (gaps of 268 ms and more).
-#[inline(never)]
-fn split_ts_long(p: &[u8]) -> Option<(&[u8], u64)> {
-    let key = trailing_varint_field(p, TIMESTAMP)?;
-    let mut i = key + 1;
-    let v = varint(p, &mut i)?;
-    Some((p.get(..key)?, v))
+    split_trailing_varint(p, TIMESTAMP)
 }
 
 /// The slice end right after a launch, when it is `key` (a slice end of the launch's track on
@@ -665,57 +642,5 @@ impl Decoder {
             }
             _ => None,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::record::proto::wire::put_varint;
-
-    fn with_ts(head: &[u8], ts: u64) -> Vec<u8> {
-        let mut p = head.to_vec();
-        p.push(TIMESTAMP);
-        put_varint(&mut p, ts);
-        p
-    }
-
-    #[test]
-    fn split_ts_takes_the_trailing_timestamp_of_any_length() {
-        // A head ending in bytes that look like a varint's (0x40 included) and in one with the
-        // continuation bit, which cannot end a message but must not confuse the split.
-        for head in [
-            &[0x50, 0x01, 0x90, 0x06, 0xc6, 0xa5, 0x2d][..],
-            &[0x58, 0x40],
-            &[0xff],
-        ] {
-            for ts in [
-                0,
-                1,
-                127,
-                128,
-                300,
-                16_383,
-                16_384,
-                2_000_000,
-                1 << 40,
-                u64::MAX,
-            ] {
-                let p = with_ts(head, ts);
-                assert_eq!(split_ts(&p), Some((head, ts)), "head {head:x?}, ts {ts}");
-            }
-        }
-        // No trailing timestamp: the timestamp first, a cut varint, nothing at all.
-        let mut first = vec![TIMESTAMP, 0x85, 0x03];
-        first.extend_from_slice(&[0x50, 0x01]);
-        assert_eq!(split_ts(&first), None);
-        assert_eq!(split_ts(&[0x50, 0x01, TIMESTAMP, 0x85]), None);
-        assert_eq!(split_ts(&[TIMESTAMP]), None);
-        assert_eq!(split_ts(&[]), None);
-        // Eleven varint bytes are too many.
-        let mut long = vec![0x50, 0x01, TIMESTAMP];
-        long.extend_from_slice(&[0xff; 10]);
-        long.push(0x01);
-        assert_eq!(split_ts(&long), None);
     }
 }

@@ -6,7 +6,7 @@
 //! becoming copies. Bytes that are not framed packets are literals.
 
 use super::block::{MAX_DIST, MIN_MATCH, Tokens};
-use crate::record::proto::wire::trailing_varint_field;
+use crate::record::proto::wire::split_trailing_varint;
 
 /// Entries of the table of packets by their bytes before the timestamp.
 const EXACT_BITS: u32 = 12;
@@ -60,23 +60,6 @@ fn frame_long(plain: &[u8], at: usize) -> Option<(usize, usize)> {
         }
     }
     None
-}
-
-/// Where the timestamp field's key byte (0x40) is when `payload` ends with that field.
-#[inline(always)]
-fn timestamp_key(payload: &[u8]) -> Option<usize> {
-    let n = payload.len();
-    match payload {
-        [.., 0x40, a, b] if *a >= 0x80 && *b < 0x80 => Some(n - 3),
-        [.., 0x40, a] if *a < 0x80 => Some(n - 2),
-        [.., 0x40, a, b, c] if (*a & *b) >= 0x80 && *c < 0x80 => Some(n - 4),
-        _ => timestamp_key_long(payload),
-    }
-}
-
-#[inline(never)]
-fn timestamp_key_long(payload: &[u8]) -> Option<usize> {
-    trailing_varint_field(payload, 0x40)
 }
 
 /// The little-endian word at `at`, zero-padded past the end of `b`.
@@ -167,7 +150,9 @@ impl Parser {
                 }
                 return;
             };
-            let key_end = timestamp_key(&plain[body..end]).map_or(end, |k| body + k + 1);
+            // The key: the packet up to its timestamp field's key byte, if it ends with one.
+            let key_end = split_trailing_varint(&plain[body..end], 0x40)
+                .map_or(end, |(head, _)| body + head.len() + 1);
             let key = &plain[at..key_end];
             let h = hash_bytes(key, EXACT_BITS);
             let (prev, prev_len) = self.exact[h];
