@@ -156,6 +156,21 @@ fn annotation(a: &[u8], keys: &IidTable<KeyEntry>, slots: &mut Slots) -> Option<
     Some(())
 }
 
+/// What [`Decoder::fast_fields`] did with a packet.
+enum Fields {
+    /// Ended a slice (or took another event); `true` when that wrote a record.
+    Ended(bool),
+    /// Began a slice on track `uuid` of sequence `seq` (the top of its stacks).
+    Began { seq: u64, uuid: u64 },
+}
+
+impl Fields {
+    /// Whether the packet wrote a record into the slot.
+    fn completed(&self) -> bool {
+        matches!(self, Fields::Ended(true))
+    }
+}
+
 /// A packet in the writer's layout, matched but not yet applied.
 enum Layout {
     End {
@@ -302,7 +317,7 @@ impl Decoder {
                 return Some(done);
             }
         }
-        self.fast_fields(p, slot)
+        self.fast_fields(p, slot).map(|f| f.completed())
     }
 
     /// A packet the memo does not know, matched against the writer's layouts: `None`
@@ -409,33 +424,42 @@ impl Decoder {
                 }
                 None => {}
             }
-            if let Some(done) = self.by_layout(head, ts, slot) {
-                if done {
-                    f(slot);
-                }
-                return Some(0);
-            }
-            // The writer's other calls (several arguments): remembered once resolved.
-            self.began = None;
-            let done = self.fast_fields(p, slot)?;
-            if let Some((seq, uuid)) = self.began.take() {
-                let body = self.tracks.get(uuid).and_then(|t| match t.bodies.last() {
-                    Some(OpenBody::Cuda(c)) => Some(c.clone()),
-                    _ => None,
-                });
-                if let Some(body) = body {
-                    self.memo.put_call(head, seq, uuid, body);
-                }
-            }
-            if done {
+            if self.unremembered(p, head, ts, slot)? {
                 f(slot);
             }
             return Some(0);
         }
-        if self.fast_fields(p, slot)? {
+        if self.fast_fields(p, slot)?.completed() {
             f(slot);
         }
         Some(0)
+    }
+
+    /// [`Self::fast_each`] for a packet the memo does not know (`head` and `ts` split from
+    /// `p`): the layout match, then the any-order match, whose calls with several arguments
+    /// are remembered once resolved. Out of line: it keeps the hot loop small.
+    #[inline(never)]
+    fn unremembered(
+        &mut self,
+        p: &[u8],
+        head: &[u8],
+        ts: u64,
+        slot: &mut ReadRecord,
+    ) -> Option<bool> {
+        if let Some(done) = self.by_layout(head, ts, slot) {
+            return Some(done);
+        }
+        let done = self.fast_fields(p, slot)?;
+        if let Fields::Began { seq, uuid } = done {
+            let body = self.tracks.get(uuid).and_then(|t| match t.bodies.last() {
+                Some(OpenBody::Cuda(c)) => Some(c.clone()),
+                _ => None,
+            });
+            if let Some(body) = body {
+                self.memo.put_call(head, seq, uuid, body);
+            }
+        }
+        Some(done.completed())
     }
 
     /// Does what a remembered packet does; `None` (nothing changed) when it cannot now (no
@@ -561,7 +585,7 @@ impl Decoder {
 
     /// The writer's messages with fields in any order (see the module doc).
     #[inline(never)]
-    fn fast_fields(&mut self, p: &[u8], slot: &mut ReadRecord) -> Option<bool> {
+    fn fast_fields(&mut self, p: &[u8], slot: &mut ReadRecord) -> Option<Fields> {
         let mut i = 0;
         let mut ts = None;
         let mut seq_id = 0u64;
@@ -626,19 +650,16 @@ impl Decoder {
                     strings: &seq.strings,
                 });
                 tr.push(ts, body);
-                self.began = Some((seq_id, uuid));
-                Some(false)
+                Some(Fields::Began { seq: seq_id, uuid })
             }
             SLICE_END => {
                 if name.is_some() || scratch.present != 0 {
                     return None;
                 }
                 let end = seq.advance(ts, None);
-                Some(
-                    tracks
-                        .get_mut(uuid)
-                        .is_some_and(|tr| tr.end_top(end, launches, op_by_name, slot)),
-                )
+                Some(Fields::Ended(tracks.get_mut(uuid).is_some_and(|tr| {
+                    tr.end_top(end, launches, op_by_name, slot)
+                })))
             }
             _ => None,
         }

@@ -714,9 +714,6 @@ pub(super) struct Decoder {
     layout_hits: u64,
     /// What the fast path decided for the writer's repeated packets.
     memo: memo::Memo,
-    /// The sequence and track of the slice [`Self::fast_fields`] began last, if it was the last
-    /// packet it decoded (so the fast path can remember it).
-    began: Option<(u64, u64)>,
     /// Set by the caller while it feeds the packets of a `compressed_packets` bundle.
     pub(super) in_bundle: bool,
     pub(super) clocks: ClocksSeen,
