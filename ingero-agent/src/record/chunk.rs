@@ -162,7 +162,6 @@ impl ChunkWriter {
         let clen = match self.compressor.as_mut() {
             None => return file.write_all(&self.raw[..end]),
             Some(Compression::Packets(z)) => {
-                self.out.truncate(HEADER_ROOM);
                 self.out.resize(HEADER_ROOM, 0);
                 z.zlib(&self.raw[..end], &mut self.out);
                 self.out.len() - HEADER_ROOM

@@ -5,7 +5,10 @@
 //! last packet of the same shape (frame and first two bytes), runs of 3 or more equal bytes
 //! becoming copies. Bytes that are not framed packets are literals.
 
+use std::hash::Hasher;
+
 use super::block::{MAX_DIST, MIN_MATCH, Tokens};
+use crate::record::interner::FastHasher;
 use crate::record::proto::wire::split_trailing_varint;
 
 /// Entries of the table of packets by their bytes before the timestamp.
@@ -76,15 +79,17 @@ fn word(b: &[u8], at: usize) -> u64 {
     }
 }
 
+/// The top `bits` bits of the interner's hash of `b`, fed a word at a time.
 #[inline(always)]
 fn hash_bytes(b: &[u8], bits: u32) -> usize {
-    let mut h = b.len() as u64;
+    let mut h = FastHasher::default();
+    h.write_usize(b.len());
     let mut at = 0;
     while at < b.len() {
-        h = (h.rotate_left(5) ^ word(b, at)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        h.write_u64(word(b, at));
         at += 8;
     }
-    (h >> (64 - bits)) as usize
+    (h.finish() >> (64 - bits)) as usize
 }
 
 /// Whether the `n` bytes at `a` and at `b` are equal (a word at a time).
