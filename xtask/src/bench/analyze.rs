@@ -146,14 +146,14 @@ pub fn run() -> Result<String> {
             c.args(&argv[1..]);
             let m = measure(name, &mut c)?;
             best = Some(match best {
-                Some(b) if b.cpu_s <= m.cpu_s => Measured {
-                    max_rss_mb: b.max_rss_mb.max(m.max_rss_mb),
-                    ..b
-                },
-                Some(b) => Measured {
-                    max_rss_mb: b.max_rss_mb.max(m.max_rss_mb),
-                    ..m
-                },
+                Some(b) => {
+                    let max_rss_mb = b.max_rss_mb.max(m.max_rss_mb);
+                    let least = if b.cpu_s <= m.cpu_s { b } else { m };
+                    Measured {
+                        max_rss_mb,
+                        ..least
+                    }
+                }
                 None => m,
             });
         }
