@@ -43,6 +43,38 @@ pub struct MemcpyBytes {
     pub other: u64,
 }
 
+impl MemcpyBytes {
+    /// The counter of a [`memcpy_bucket`].
+    #[inline(always)]
+    pub fn bucket_mut(&mut self, bucket: usize) -> &mut u64 {
+        match bucket {
+            0 => &mut self.h2d,
+            1 => &mut self.d2h,
+            2 => &mut self.d2d,
+            _ => &mut self.other,
+        }
+    }
+}
+
+/// A call's copy, if it is one: the direction's bucket (0 host to device, 1 device to host,
+/// 2 device to device, 3 the rest, peer copies included) and the bytes.
+#[inline(always)]
+pub fn memcpy_bucket(args: &CudaArgs) -> Option<(usize, u64)> {
+    match *args {
+        CudaArgs::Memcpy { count, kind, .. } => {
+            let bucket = match kind {
+                MemcpyKind::HostToDevice => 0,
+                MemcpyKind::DeviceToHost => 1,
+                MemcpyKind::DeviceToDevice => 2,
+                _ => 3,
+            };
+            Some((bucket, count))
+        }
+        CudaArgs::MemcpyPeer { count, .. } => Some((3, count)),
+        _ => None,
+    }
+}
+
 /// The slowest call of a group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slowest {
@@ -97,22 +129,9 @@ impl GroupStats {
             self.launches += 1;
             self.launch_time_ns += d;
         }
-        match c.args {
-            CudaArgs::Memcpy { count, kind, .. } => {
-                self.memcpy_time_ns += d;
-                let slot = match kind {
-                    MemcpyKind::HostToDevice => &mut self.memcpy_bytes.h2d,
-                    MemcpyKind::DeviceToHost => &mut self.memcpy_bytes.d2h,
-                    MemcpyKind::DeviceToDevice => &mut self.memcpy_bytes.d2d,
-                    _ => &mut self.memcpy_bytes.other,
-                };
-                *slot += count;
-            }
-            CudaArgs::MemcpyPeer { count, .. } => {
-                self.memcpy_time_ns += d;
-                self.memcpy_bytes.other += count;
-            }
-            _ => {}
+        if let Some((bucket, count)) = memcpy_bucket(&c.args) {
+            self.memcpy_time_ns += d;
+            *self.memcpy_bytes.bucket_mut(bucket) += count;
         }
         if self.slowest.is_none_or(|s| d > s.duration_ns) {
             self.slowest = Some(Slowest {

@@ -11,10 +11,11 @@
 
 use ingero_ebpf::CudaOp;
 
-use super::groups::{GroupStats, Grouping, MemcpyBytes, Slowest, is_launch, is_sync};
+use super::groups::{
+    GroupStats, Grouping, MemcpyBytes, Slowest, is_launch, is_sync, memcpy_bucket,
+};
 use super::labels::LabelIndex;
 use super::pid_slots::PidSlots;
-use crate::decode::{CudaArgs, MemcpyKind};
 use crate::read::{CudaCallRecord, OffCpuRecord};
 
 /// A group an event is added to: the whole selection, or a slot of one grouping.
@@ -100,22 +101,9 @@ impl Run {
         self.sync_ns += d & sync.wrapping_neg();
         self.launches += launch;
         self.launch_ns += d & launch.wrapping_neg();
-        match c.args {
-            CudaArgs::Memcpy { count, kind, .. } => {
-                self.memcpy_ns += d;
-                let i = match kind {
-                    MemcpyKind::HostToDevice => 0,
-                    MemcpyKind::DeviceToHost => 1,
-                    MemcpyKind::DeviceToDevice => 2,
-                    _ => 3,
-                };
-                self.bytes[i] += count;
-            }
-            CudaArgs::MemcpyPeer { count, .. } => {
-                self.memcpy_ns += d;
-                self.bytes[3] += count;
-            }
-            _ => {}
+        if let Some((bucket, count)) = memcpy_bucket(&c.args) {
+            self.memcpy_ns += d;
+            self.bytes[bucket] += count;
         }
         if d > self.slowest.duration_ns {
             self.slowest = Slowest {
