@@ -22,8 +22,8 @@ impl<T: Serialize> fmt::Display for Json<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Reports are plain structs of numbers and strings, whose serialising cannot fail;
         // should it, the text is what the tree's would be (`null`).
-        match serde_json::to_vec(&self.0) {
-            Ok(text) => f.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?),
+        match serde_json::to_string(&self.0) {
+            Ok(text) => f.write_str(&text),
             Err(_) => f.write_str("null"),
         }
     }
