@@ -14,6 +14,7 @@ use super::intervals;
 use super::json::Json;
 use super::labels::ValueId;
 use super::table::Table;
+use crate::record::FastMap;
 
 /// The label key `--by-request` groups by.
 pub const REQUEST_KEY: &str = "request_id";
@@ -148,6 +149,9 @@ pub fn op_rows(agg: &Aggregate) -> Vec<OpRow> {
     rows
 }
 
+/// Each value of one key, with the intervals it held (merged).
+type IntervalsByValue = FastMap<ValueId, Vec<(u64, u64)>>;
+
 /// Rows of one grouping, in time order.
 pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
     let labels = &an.index.labels;
@@ -177,6 +181,8 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
             }
         }
     }
+    // Per other key, each value's intervals, merged, gathered on first use.
+    let mut context: FastMap<&str, IntervalsByValue> = FastMap::default();
     let mut rows: Vec<GroupRow> = g
         .groups
         .iter()
@@ -189,10 +195,23 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
                 let iv = intervals::union(intervals_of(k, *v));
                 held = intervals::intersect(&held, &iv);
             }
-            // The other labels in force when the group began, so a step row says its phase.
+            // The other labels that held throughout the group, so a step row says its phase
+            // (but a request id reused across steps names no step).
             if let Some((start, _)) = held.first() {
                 for (k, v) in labels.context_at(*start, &g.keys) {
-                    map.insert(k.to_owned(), Value::String(v.to_owned()));
+                    let Some(id) = labels.value_id(v) else {
+                        continue;
+                    };
+                    let per_value = context.entry(k).or_insert_with(|| {
+                        let by_value = labels.intervals_by_value(k).into_iter();
+                        by_value.map(|(v, iv)| (v, intervals::union(iv))).collect()
+                    });
+                    if per_value
+                        .get(&id)
+                        .is_some_and(|iv| intervals::covers(iv, &held))
+                    {
+                        map.insert(k.to_owned(), Value::String(v.to_owned()));
+                    }
                 }
             }
             let mut row = group_row(map, &held, s, g.overlapping);

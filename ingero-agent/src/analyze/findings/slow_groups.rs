@@ -1,8 +1,10 @@
 //! Slow groups: with annotations, the label groups (`step`, `epoch`, `request_id`, or the key
 //! of `explain --by KEY`) whose wall duration or API time is at least [`SLOW_GROUP_RATIO`] ×
 //! the median of their peers (at least [`SLOW_GROUP_MIN_GROUPS`] groups), saying what made up
-//! the difference: synchronisation wait, memcpy, launches, or off-CPU time (preempted, with
-//! who ran instead, or blocked).
+//! the difference: synchronisation wait, memcpy, launches, other CUDA calls, off-CPU time
+//! (preempted, with who ran instead, or blocked), or time on the CPU outside CUDA calls. Only
+//! components that carry at least [`SLOW_GROUP_PART_SHARE`] of the difference are named and
+//! get a fix, so a +12 µs wait does not sit beside a +200 ms sleep as if it mattered.
 
 use super::{Finding, Severity, median};
 use crate::analyze::Analysis;
@@ -20,33 +22,59 @@ pub const SLOW_GROUP_MIN_GROUPS: usize = 3;
 pub const SLOW_GROUP_MAX_REPORTED: usize = 5;
 /// A ratio at or above this makes the finding HIGH.
 const SLOW_GROUP_HIGH_RATIO: f64 = 10.0;
+/// A component is named only when its excess over the median is at least this share of the
+/// group's excess: of its wall duration when that is slow, or, for the parts of API time, of
+/// its API time when that is slow.
+pub const SLOW_GROUP_PART_SHARE: f64 = 0.1;
 
 /// One component of a group's time, and the medians it is compared with.
 struct Part {
     name: &'static str,
     value: fn(&GroupRow) -> u64,
+    /// A part of the group's API time.
+    api: bool,
 }
 
-const PARTS: [Part; 5] = [
+const PARTS: [Part; 7] = [
     Part {
         name: "synchronisation wait",
         value: |r| r.sync_time_ns,
+        api: true,
     },
     Part {
         name: "memcpy",
         value: |r| r.memcpy_time_ns,
+        api: true,
     },
     Part {
         name: "kernel launches",
         value: |r| r.launch_time_ns,
+        api: true,
+    },
+    Part {
+        name: "other CUDA calls",
+        value: |r| {
+            r.api_time_ns
+                .saturating_sub(r.sync_time_ns + r.memcpy_time_ns + r.launch_time_ns)
+        },
+        api: true,
     },
     Part {
         name: "off-CPU preempted",
         value: |r| r.preempted_ns,
+        api: false,
     },
     Part {
         name: "off-CPU blocked",
         value: |r| r.blocked_ns,
+        api: false,
+    },
+    Part {
+        // Wall time neither in CUDA calls nor off the CPU (zero when several threads' calls
+        // add up to more than the wall time).
+        name: "CPU time outside CUDA calls",
+        value: |r| r.duration_ns.saturating_sub(r.api_time_ns + r.off_cpu_ns),
+        api: false,
     },
 ];
 
@@ -60,6 +88,12 @@ fn fix_for(part: &str) -> &'static str {
         }
         "kernel launches" => {
             "More or slower launches than usual: check for a different code path in this group, or capture the steady part in a CUDA graph."
+        }
+        "other CUDA calls" => {
+            "Other CUDA runtime calls (allocations, frees, events, stream management) took longer: keep cudaMalloc and cudaFree out of the loop with preallocated buffers or a caching allocator."
+        }
+        "CPU time outside CUDA calls" => {
+            "The CUDA thread was busy on the CPU between CUDA calls: profile the host side of this group (py-spy, perf) for data preparation, Python overhead or logging."
         }
         "off-CPU preempted" => {
             "The CUDA thread was preempted: pin the workload to dedicated cores (taskset, cpuset) or lower the priority of the preempting tasks."
@@ -88,25 +122,37 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
             .map(|p| median(rows.iter().map(|r| (p.value)(r)).collect()))
             .collect();
         let ratio_of = |v: u64, m: u64| if m == 0 { 0.0 } else { v as f64 / m as f64 };
-        let mut slow: Vec<(f64, &GroupRow)> = rows
+        let mut slow: Vec<(f64, f64, f64, &GroupRow)> = rows
             .iter()
             .map(|r| {
                 let rd = ratio_of(r.duration_ns, med_dur);
                 let ra = ratio_of(r.api_time_ns, med_api);
-                (rd.max(ra), r)
+                (rd.max(ra), rd, ra, r)
             })
-            .filter(|(ratio, _)| *ratio >= SLOW_GROUP_RATIO)
+            .filter(|(ratio, ..)| *ratio >= SLOW_GROUP_RATIO)
             .collect();
         slow.sort_by(|a, b| {
             b.0.total_cmp(&a.0)
-                .then_with(|| a.1.start_ns.cmp(&b.1.start_ns))
+                .then_with(|| a.3.start_ns.cmp(&b.3.start_ns))
         });
-        for (ratio, r) in slow.into_iter().take(SLOW_GROUP_MAX_REPORTED) {
+        for (ratio, rd, ra, r) in slow.into_iter().take(SLOW_GROUP_MAX_REPORTED) {
+            // What a part must reach to count, for each way the group is slow.
+            let share_of = |slow_ratio: f64, v: u64, m: u64| {
+                (slow_ratio >= SLOW_GROUP_RATIO)
+                    .then(|| (v.saturating_sub(m) as f64 * SLOW_GROUP_PART_SHARE).max(1.0))
+            };
+            let dur_bar = share_of(rd, r.duration_ns, med_dur);
+            let api_bar = share_of(ra, r.api_time_ns, med_api);
             let mut extra: Vec<(&'static str, u64)> = PARTS
                 .iter()
                 .zip(&med_parts)
-                .map(|(p, m)| (p.name, (p.value)(r).saturating_sub(*m)))
-                .filter(|(_, d)| *d > 0)
+                .map(|(p, m)| (p, (p.value)(r).saturating_sub(*m)))
+                .filter(|(p, d)| {
+                    let d = *d as f64;
+                    dur_bar.is_some_and(|bar| d >= bar)
+                        || (p.api && api_bar.is_some_and(|bar| d >= bar))
+                })
+                .map(|(p, d)| (p.name, d))
                 .collect();
             extra.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
             let name = label_text(&r.labels);

@@ -346,3 +346,133 @@ fn json_text_is_the_text_of_its_tree() {
         assert_eq!(r.json().to_string(), r.json().value().to_string(), "{name}");
     }
 }
+
+/// Ten 100 ms steps of the same launches; step 3 spends 300 ms more on the CPU between its
+/// calls (no off-CPU time, nothing else slower) and its sync waits 20 µs longer; step 7
+/// sleeps 300 ms (blocked) and its sync also waits 20 µs longer.
+fn host_bound() -> Vec<crate::timeline::record::TimelineRecord> {
+    use crate::record::synth::task;
+    use fixtures::{US, launch, off_cpu, step, sync};
+    let t = task(TRAINER, TRAINER, "trainer");
+    let mut v = Vec::new();
+    let mut ts = T0;
+    for s in 0..10u64 {
+        v.push(step(TRAINER, ts, &s.to_string()));
+        for k in 0..20 {
+            v.push(launch(t, ts + MS + k * MS, 20 * US));
+        }
+        let slow = s == 3 || s == 7;
+        let sync_at = ts + 30 * MS + if slow { 300 * MS } else { 0 };
+        v.push(sync(t, sync_at, if slow { 1_020 * US } else { MS }));
+        if s == 7 {
+            v.push(off_cpu(
+                t,
+                ts + 25 * MS,
+                300 * MS,
+                ingero_ebpf::OffCpuReason::Blocked,
+                "swapper/0",
+            ));
+        }
+        ts += if slow { 400 * MS } else { 100 * MS };
+    }
+    v.push(step(TRAINER, ts, "10"));
+    v
+}
+
+#[test]
+fn slow_groups_name_only_the_parts_that_make_the_difference() {
+    let path = fixtures::write("host-bound", host_bound());
+    let an = fixtures::open(&path, &SelectionSpec::default());
+    let e = analyze::explain(&an, None).expect("explain").json().value();
+    let slow = findings_of(&e, "slow_group");
+    let of = |name: &str| {
+        slow.iter()
+            .find(|f| f["summary"].as_str().is_some_and(|s| s.starts_with(name)))
+            .unwrap_or_else(|| panic!("no slow_group for {name}: {e:#}"))
+    };
+    let text = |f: &Value, k: &str| f[k].to_string();
+
+    let cpu = of("step=3 ");
+    assert!(
+        // 300 ms less the 20 µs the longer sync adds to its API time.
+        text(cpu, "summary").contains("+299.98ms CPU time outside CUDA calls"),
+        "{cpu:#}"
+    );
+    assert!(
+        text(cpu, "fixes").contains("profile the host side"),
+        "{cpu:#}"
+    );
+    let slept = of("step=7 ");
+    assert!(
+        text(slept, "summary").contains("+300.00ms off-CPU blocked"),
+        "{slept:#}"
+    );
+    assert!(
+        text(slept, "fixes").contains("The CUDA thread slept"),
+        "{slept:#}"
+    );
+    // The 20 µs of extra sync wait is no part of either explanation.
+    for f in [cpu, slept] {
+        for k in ["summary", "root_cause", "fixes"] {
+            let t = text(f, k);
+            assert!(!t.contains("synchronisation"), "{k}: {t}");
+        }
+        assert_eq!(f["fixes"].as_array().map(Vec::len), Some(1), "{f:#}");
+    }
+}
+
+#[test]
+fn group_rows_carry_only_the_labels_that_held_throughout() {
+    use crate::record::synth::task;
+    use crate::timeline::record::{AnnotationRecord, Scope, TimelineRecord};
+    use fixtures::{US, launch, span, step};
+    let t = task(TRAINER, TRAINER, "trainer");
+    let mut v = vec![TimelineRecord::Annotation(AnnotationRecord {
+        labels: vec![("phase".into(), "train".into())],
+        scope: Some(Scope {
+            pid: TRAINER,
+            start_time: 1,
+        }),
+        ts_ns: T0,
+        end_ns: None,
+        provenance_uid: 1000,
+        provenance_pid: Some(TRAINER),
+    })];
+    // Steps 0, 1, 2 of 100 ms; request r-1 runs in steps 0 and 2, r-2 in step 1.
+    for s in 0..3u64 {
+        let ts = T0 + s * 100 * MS;
+        v.push(step(TRAINER, ts, &s.to_string()));
+        let id = if s == 1 { "r-2" } else { "r-1" };
+        v.push(span(TRAINER, ts + 10 * MS, ts + 20 * MS, id));
+        v.push(launch(t, ts + 15 * MS, 20 * US));
+    }
+    v.push(step(TRAINER, T0 + 300 * MS, "3"));
+    let path = fixtures::write("context-labels", v);
+    let an = fixtures::open(&path, &SelectionSpec::default());
+    let rows = |key: &str| {
+        analyze::query(&an, &QueryMode::GroupBy(vec![key.into()]))
+            .expect("query")
+            .json()
+            .value()
+    };
+    let by_request = rows("request_id");
+    let labels_of = |rows: &Value, key: &str, value: &str| {
+        rows.as_array()
+            .and_then(|a| a.iter().find(|r| r["labels"][key] == value))
+            .map(|r| r["labels"].clone())
+            .unwrap_or_else(|| panic!("no row {key}={value}: {rows:#}"))
+    };
+    assert_eq!(
+        labels_of(&by_request, "request_id", "r-1"),
+        serde_json::json!({"request_id": "r-1", "phase": "train"}),
+        "r-1 ran in two steps, so it names neither"
+    );
+    assert_eq!(
+        labels_of(&by_request, "request_id", "r-2"),
+        serde_json::json!({"request_id": "r-2", "phase": "train", "step": "1"})
+    );
+    assert_eq!(
+        labels_of(&rows("step"), "step", "1"),
+        serde_json::json!({"step": "1", "phase": "train"})
+    );
+}
