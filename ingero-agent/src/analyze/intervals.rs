@@ -37,16 +37,6 @@ pub fn total(v: &[(u64, u64)]) -> u64 {
     v.iter().map(|(a, b)| b - a).sum()
 }
 
-/// Whether every interval of `x` lies inside one interval of `y` (both sorted and disjoint,
-/// as [`union`] makes them); `log |y|` per interval of `x`.
-pub fn covers(y: &[(u64, u64)], x: &[(u64, u64)]) -> bool {
-    x.iter().all(|&(a, b)| {
-        // The last interval of `y` starting at or before `a`.
-        let i = y.partition_point(|iv| iv.0 <= a);
-        i > 0 && y[i - 1].1 >= b
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,16 +50,5 @@ mod tests {
             vec![(3, 4), (5, 6), (11, 12)]
         );
         assert_eq!(total(&u), 11);
-    }
-
-    #[test]
-    fn covers_needs_one_interval_around_each() {
-        let y = [(0, 4), (5, 12)];
-        assert!(covers(&y, &[(0, 4), (6, 12)]));
-        assert!(covers(&y, &[]));
-        // Across the gap at 4..5, before the first, past the last.
-        assert!(!covers(&y, &[(3, 6)]));
-        assert!(!covers(&[(2, 4)], &[(1, 3)]));
-        assert!(!covers(&y, &[(11, 13)]));
     }
 }

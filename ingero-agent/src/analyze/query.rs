@@ -14,7 +14,6 @@ use super::intervals;
 use super::json::Json;
 use super::labels::ValueId;
 use super::table::Table;
-use crate::record::FastMap;
 
 /// The label key `--by-request` groups by.
 pub const REQUEST_KEY: &str = "request_id";
@@ -149,9 +148,6 @@ pub fn op_rows(agg: &Aggregate) -> Vec<OpRow> {
     rows
 }
 
-/// Each value of one key, with the intervals it held (merged).
-type IntervalsByValue = FastMap<ValueId, Vec<(u64, u64)>>;
-
 /// Rows of one grouping, in time order.
 pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
     let labels = &an.index.labels;
@@ -181,8 +177,6 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
             }
         }
     }
-    // Per other key, each value's intervals, merged, gathered on first use.
-    let mut context: FastMap<&str, IntervalsByValue> = FastMap::default();
     let mut rows: Vec<GroupRow> = g
         .groups
         .iter()
@@ -195,23 +189,20 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
                 let iv = intervals::union(intervals_of(k, *v));
                 held = intervals::intersect(&held, &iv);
             }
-            // The other labels that held throughout the group, so a step row says its phase
-            // (but a request id reused across steps names no step).
-            if let Some((start, _)) = held.first() {
-                for (k, v) in labels.context_at(*start, &g.keys) {
-                    let Some(id) = labels.value_id(v) else {
-                        continue;
-                    };
-                    let per_value = context.entry(k).or_insert_with(|| {
-                        let by_value = labels.intervals_by_value(k).into_iter();
-                        by_value.map(|(v, iv)| (v, intervals::union(iv))).collect()
-                    });
-                    if per_value
-                        .get(&id)
-                        .is_some_and(|iv| intervals::covers(iv, &held))
-                    {
-                        map.insert(k.to_owned(), Value::String(v.to_owned()));
+            // The other labels in force at the start of each of the group's intervals, so a
+            // step row says its phase and the request it began in (but a request id reused
+            // across steps names no step).
+            if let Some(((first, _), rest)) = held.split_first() {
+                let mut ctx = labels.context_at(*first, &g.keys);
+                for (start, _) in rest {
+                    if ctx.is_empty() {
+                        break;
                     }
+                    let here = labels.context_at(*start, &g.keys);
+                    ctx.retain(|kv| here.contains(kv));
+                }
+                for (k, v) in ctx {
+                    map.insert(k.to_owned(), Value::String(v.to_owned()));
                 }
             }
             let mut row = group_row(map, &held, s, g.overlapping);

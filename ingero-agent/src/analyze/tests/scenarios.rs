@@ -422,7 +422,7 @@ fn slow_groups_name_only_the_parts_that_make_the_difference() {
 }
 
 #[test]
-fn group_rows_carry_only_the_labels_that_held_throughout() {
+fn group_rows_carry_the_labels_in_force_at_the_start_of_every_interval() {
     use crate::record::synth::task;
     use crate::timeline::record::{AnnotationRecord, Scope, TimelineRecord};
     use fixtures::{US, launch, span, step};
