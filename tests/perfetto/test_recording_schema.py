@@ -13,6 +13,8 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from trace_checks import (
     INSTANT,
+    MAIN_SEQUENCE,
+    SEQ_CLEARED,
     check_every_event_refers_to_a_defined_track,
     check_sequence_flags_and_clock_snapshots,
     check_slices_nest_on_every_track,
@@ -114,3 +116,34 @@ def test_machine_id_and_process_descriptors(packets):
     assert any(pr.process_name == "python3" for pr in procs)
     threads = [p.track_descriptor.thread for p in packets if p.track_descriptor.HasField("thread")]
     assert any(t.thread_name == "pt_worker" for t in threads)
+
+
+@pytest.fixture(scope="module")
+def restarting_packets():
+    """A recording of several chunks whose main and late sequences start afresh in every one
+    (`--restart-bytes 1`; the default is every 4 MiB)."""
+    out = Path(tempfile.mkdtemp()) / "restarting.pftrace"
+    subprocess.run(
+        ["cargo", "run", "--quiet", "-p", "ingero-agent", "--example", "synth-trace", "--",
+         str(out), "--events", "30000", "--restart-bytes", "1"],
+        cwd=REPO,
+        check=True,
+    )
+    trace = pb.Trace.FromString(out.read_bytes())
+    assert sum(p.HasField("compressed_packets") for p in trace.packet) >= 4, "several chunks"
+    return expand(trace.packet)
+
+
+def test_sequences_restarting_in_every_chunk_stay_well_formed(restarting_packets):
+    packets = restarting_packets
+    restarts = [p for p in packets if p.trusted_packet_sequence_id == MAIN_SEQUENCE
+                and p.sequence_flags & SEQ_CLEARED]
+    assert len(restarts) >= 4, "the main sequence starts afresh in every chunk"
+    check_sequence_flags_and_clock_snapshots(packets)
+    check_every_event_refers_to_a_defined_track(packets)
+    check_timestamps_monotonic_on_the_main_sequence(packets)
+    check_slices_nest_on_every_track(packets)
+    # Every interned id is defined on its sequence since the last restart (events() asserts it),
+    # and the calls are all there.
+    launches = [e for e in events(packets) if e[3] == "cudaLaunchKernel"]
+    assert len(launches) >= 30000 * 0.9, "the launches are 97 % of the calls"

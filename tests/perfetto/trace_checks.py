@@ -171,6 +171,14 @@ def check_sequence_flags_and_clock_snapshots(packets):
             first_seen[seq] = p
             assert p.sequence_flags & SEQ_CLEARED and p.first_packet_on_sequence
             assert p.HasField("trace_packet_defaults")
+        elif p.sequence_flags & SEQ_CLEARED:
+            # A sequence inside the chunks starting afresh (every few MiB, so a reader that
+            # loses a chunk resumes there): state cleared, defaults and clock restated, and
+            # not claiming to be the sequence's first packet.
+            assert seq != PLAIN_SEQUENCE
+            assert p.sequence_flags == SEQ_CLEARED | SEQ_NEEDS and not p.first_packet_on_sequence
+            assert p.HasField("trace_packet_defaults")
+            assert p.HasField("clock_snapshot") == (seq == MAIN_SEQUENCE)
         else:
             assert p.sequence_flags == SEQ_NEEDS
     snaps = [p for p in packets if p.HasField("clock_snapshot")]

@@ -135,6 +135,7 @@ pub fn run(
         (true, true, false) => scan_all::<true, true, false>(&mut reader, &mut scan),
         (true, true, true) => scan_all::<true, true, true>(&mut reader, &mut scan),
     }?;
+    reader.warn_damage();
     Ok(scan.finish())
 }
 

@@ -65,7 +65,8 @@ pub fn write(an: &Analysis, format: EventFormat, out: &mut dyn Write) -> Result<
         )
         .context("writing events")?;
     }
-    for rec in TraceReader::from_files(an.index.files.clone(), sel.range) {
+    let mut reader = TraceReader::from_files(an.index.files.clone(), sel.range);
+    for rec in reader.by_ref() {
         let (kind, ts, dur, thread, op, ret, detail, args) = match rec? {
             ReadRecord::Cuda(c) => {
                 if !sel.admits_op(c.op) {
@@ -160,5 +161,6 @@ pub fn write(an: &Analysis, format: EventFormat, out: &mut dyn Write) -> Result<
             return Err(e).context("writing events");
         }
     }
+    reader.warn_damage();
     Ok(n)
 }

@@ -2,8 +2,13 @@
 //! expands `compressed_packets` containers: their inner packets are decoded in order, as if
 //! they stood in the file in place of the container. In skim mode containers are skipped
 //! unopened (the first pass of an analysis reads only what the writer keeps outside them).
+//!
+//! A container that cannot be read (a corrupt zlib stream, a malformed inner packet) is
+//! lost, not fatal: what it still held is dropped, the loss is counted with its reason, and
+//! decoding goes on with the next packet (see `Decoder::container_lost` for what that costs
+//! the packets after it).
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use super::decoder::{ClocksSeen, Decoder, Paths, Step};
 use super::inflate::Inflater;
@@ -19,6 +24,9 @@ pub struct FileDecoder {
     packets: u64,
     skip_bundles: bool,
     bundles_skipped: u64,
+    /// Containers lost so far, and why the last one was.
+    lost: u64,
+    last_loss: Option<String>,
 }
 
 impl Default for FileDecoder {
@@ -42,6 +50,8 @@ impl FileDecoder {
             packets: 0,
             skip_bundles: false,
             bundles_skipped: 0,
+            lost: 0,
+            last_loss: None,
         }
     }
 
@@ -53,6 +63,31 @@ impl FileDecoder {
     /// Containers skipped so far.
     pub fn bundles_skipped(&self) -> u64 {
         self.bundles_skipped
+    }
+
+    /// Containers that could not be read so far.
+    pub fn containers_lost(&self) -> u64 {
+        self.lost
+    }
+
+    /// Why the last container was lost.
+    pub fn last_loss(&self) -> Option<&str> {
+        self.last_loss.as_deref()
+    }
+
+    /// Packets skipped after a lost container because they needed the state it held.
+    pub fn packets_skipped(&self) -> u64 {
+        self.dec.lost_packets
+    }
+
+    /// Gives up the current container: see the module docs.
+    #[cold]
+    fn lose_container(&mut self, why: String) {
+        self.end = 0;
+        self.pos = 0;
+        self.lost += 1;
+        self.last_loss = Some(why);
+        self.dec.container_lost();
     }
 
     /// What the clock snapshots said so far (see [`ClocksSeen`]).
@@ -105,7 +140,13 @@ impl FileDecoder {
             Step::Record => Ok(true),
             Step::Compressed(z) => {
                 self.packets -= 1;
-                self.end = self.inf.inflate(z)?;
+                match self.inf.inflate(z) {
+                    Ok(n) => self.end = n,
+                    Err(e) => {
+                        self.lose_container(e.to_string());
+                        return Ok(false);
+                    }
+                }
                 self.pos = 0;
                 self.dec.in_bundle = true;
                 self.pending_into(slot)
@@ -183,7 +224,8 @@ impl FileDecoder {
     }
 
     /// [`Self::pending_into`] past a packet the hot loop does not take: decodes it, then goes
-    /// on as that loop would (less quickly).
+    /// on as that loop would (less quickly). A malformed inner packet loses the rest of its
+    /// container (see the module docs).
     #[inline(never)]
     fn pending_slow(&mut self, slot: &mut ReadRecord) -> Result<bool> {
         while self.pos < self.end {
@@ -191,15 +233,15 @@ impl FileDecoder {
             let fail = |what: &str| format!("{what} at byte {at} of the inflated container");
             let buf = &self.inf.buf()[..self.end];
             let Some((tag, range)) = inner_packet(buf, at) else {
-                self.end = 0;
-                bail!(fail("cut or malformed inner packet"));
+                self.lose_container(fail("cut or malformed inner packet"));
+                return Ok(false);
             };
             self.pos = range.end;
             if tag != 0x0A {
                 // As at the top of a file: other length-delimited fields are skipped.
                 if tag & 7 != 2 {
-                    self.end = 0;
-                    bail!(fail(&format!("unexpected field tag {tag:#x}")));
+                    self.lose_container(fail(&format!("unexpected field tag {tag:#x}")));
+                    return Ok(false);
                 }
                 continue;
             }
@@ -209,12 +251,12 @@ impl FileDecoder {
                 Ok(Step::Nothing) => {}
                 Ok(Step::Record) => return Ok(true),
                 Ok(Step::Compressed(_)) => {
-                    self.end = 0;
-                    bail!(fail("compressed_packets inside compressed_packets"));
+                    self.lose_container(fail("compressed_packets inside compressed_packets"));
+                    return Ok(false);
                 }
                 Err(e) => {
-                    self.end = 0;
-                    return Err(e).with_context(|| fail("inner packet"));
+                    self.lose_container(format!("{}: {e:#}", fail("inner packet")));
+                    return Ok(false);
                 }
             }
         }

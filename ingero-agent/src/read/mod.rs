@@ -109,6 +109,20 @@ pub fn recording_files(path: &Path) -> Result<Vec<PathBuf>> {
     Ok(files.into_iter().map(|(_, p)| p).collect())
 }
 
+/// A `compressed_packets` container that could not be read: its packets are lost, and so are
+/// those after it that needed the incremental state it held (up to the writer's next restart
+/// of its sequences, see `RecorderConfig::restart_bytes`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    pub path: PathBuf,
+    /// File offset of the container.
+    pub offset: u64,
+    pub reason: String,
+}
+
+/// At most this many [`Damage`] entries are kept (all are counted).
+pub const MAX_DAMAGE_KEPT: usize = 100;
+
 /// Streams [`ReadRecord`]s from a file or directory.
 pub struct TraceReader {
     files: VecDeque<PathBuf>,
@@ -124,6 +138,11 @@ pub struct TraceReader {
     bundles_skipped: u64,
     /// What the clock snapshots of the files already done said.
     clocks: ClocksSeen,
+    /// Containers lost (the first [`MAX_DAMAGE_KEPT`] described), and packets skipped after
+    /// them in the files already done.
+    damage: Vec<Damage>,
+    containers_lost: u64,
+    packets_skipped: u64,
 }
 
 impl TraceReader {
@@ -142,6 +161,9 @@ impl TraceReader {
             skip_bundles: false,
             bundles_skipped: 0,
             clocks: ClocksSeen::default(),
+            damage: Vec::new(),
+            containers_lost: 0,
+            packets_skipped: 0,
         }
     }
 
@@ -177,6 +199,46 @@ impl TraceReader {
             c.merge(&cur.2.clocks());
         }
         c
+    }
+
+    /// Containers that could not be read so far, the first [`MAX_DAMAGE_KEPT`] of them.
+    pub fn damage(&self) -> &[Damage] {
+        &self.damage
+    }
+
+    /// All containers that could not be read so far.
+    pub fn containers_lost(&self) -> u64 {
+        self.containers_lost
+    }
+
+    /// Packets skipped so far because a lost container held the state they needed.
+    pub fn packets_skipped(&self) -> u64 {
+        self.packets_skipped + self.current.as_ref().map_or(0, |c| c.2.packets_skipped())
+    }
+
+    /// Logs a warning per lost container (and one for those past [`MAX_DAMAGE_KEPT`]), with
+    /// the packets skipped after them: a caller that reads on past damage says so once done.
+    pub fn warn_damage(&self) {
+        for d in &self.damage {
+            tracing::warn!(
+                file = %d.path.display(),
+                offset = d.offset,
+                "a compressed container could not be read ({}); its events are missing",
+                d.reason
+            );
+        }
+        let more = self.containers_lost - self.damage.len() as u64;
+        if more > 0 {
+            tracing::warn!("{more} more compressed containers could not be read");
+        }
+        let skipped = self.packets_skipped();
+        if skipped > 0 {
+            tracing::warn!(
+                "{skipped} packets after the damage were skipped: they depended on what the \
+                 lost containers held (the recording resumes where its writer restarted its \
+                 sequences)"
+            );
+        }
     }
 
     /// Files that ended inside a packet (so far).
@@ -267,6 +329,7 @@ impl TraceReader {
             let Some((path, reader, decoder)) = self.current.as_mut() else {
                 continue;
             };
+            let lost = decoder.containers_lost();
             let more = decoder.pending_into(rec).with_context(|| {
                 format!(
                     "{} in the compressed packet at offset {}",
@@ -274,6 +337,15 @@ impl TraceReader {
                     reader.packet_start()
                 )
             })?;
+            if decoder.containers_lost() != lost {
+                note_damage(
+                    &mut self.damage,
+                    &mut self.containers_lost,
+                    path,
+                    reader,
+                    decoder,
+                );
+            }
             if more {
                 if self.all_time || self.range.admits(rec) {
                     return Ok(true);
@@ -288,11 +360,13 @@ impl TraceReader {
                     self.truncated.push(path.clone());
                 }
                 self.packets += decoder.packets();
+                self.packets_skipped += decoder.packets_skipped();
                 self.bundles_skipped += decoder.bundles_skipped();
                 self.clocks.merge(&decoder.clocks());
                 self.current = None;
                 continue;
             };
+            let lost = decoder.containers_lost();
             let done = decoder
                 .packet_into(&reader.buf()[range], rec)
                 .with_context(|| {
@@ -302,10 +376,38 @@ impl TraceReader {
                         reader.packet_start()
                     )
                 })?;
+            if decoder.containers_lost() != lost {
+                note_damage(
+                    &mut self.damage,
+                    &mut self.containers_lost,
+                    path,
+                    reader,
+                    decoder,
+                );
+            }
             if done && (self.all_time || self.range.admits(rec)) {
                 return Ok(true);
             }
         }
+    }
+}
+
+/// Records the container `decoder` just lost, at the packet `reader` last returned.
+#[cold]
+fn note_damage(
+    damage: &mut Vec<Damage>,
+    count: &mut u64,
+    path: &Path,
+    reader: &ChunkedPackets<File>,
+    decoder: &FileDecoder,
+) {
+    *count += 1;
+    if damage.len() < MAX_DAMAGE_KEPT {
+        damage.push(Damage {
+            path: path.to_path_buf(),
+            offset: reader.packet_start(),
+            reason: decoder.last_loss().unwrap_or("unreadable").to_owned(),
+        });
     }
 }
 

@@ -7,8 +7,10 @@ use std::path::{Path, PathBuf};
 use libdeflater::{CompressionLvl, Compressor};
 use prost::Message;
 
+use anyhow::Result;
+
 use super::{
-    ExpandedPackets, FileDecoder, PacketReader, Paths, ReadRecord, TimeRange, TraceReader,
+    Damage, ExpandedPackets, FileDecoder, PacketReader, Paths, ReadRecord, TimeRange, TraceReader,
     empty_record,
 };
 use crate::decode::CudaArgs;
@@ -138,6 +140,20 @@ fn read(dir: &Path, name: &str, bytes: &[u8]) -> (Vec<ReadRecord>, Option<String
     (got, err, !reader.truncated_files().is_empty())
 }
 
+/// Reads a file that may hold damaged containers: its records, the damage and the packets
+/// skipped after it.
+fn read_damaged(dir: &Path, name: &str, bytes: &[u8]) -> (Vec<ReadRecord>, Vec<Damage>, u64) {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).expect("write");
+    let mut reader = TraceReader::from_files(vec![path], TimeRange::all());
+    let got = reader
+        .by_ref()
+        .collect::<Result<Vec<_>>>()
+        .expect("damaged containers are not errors");
+    assert_eq!(reader.damage().len() as u64, reader.containers_lost());
+    (got, reader.damage().to_vec(), reader.packets_skipped())
+}
+
 /// Records completed by the first `n` packets of the plain file.
 fn records_before(packets: &[Vec<u8>], n: usize) -> usize {
     let mut d = FileDecoder::new();
@@ -203,7 +219,7 @@ fn a_container_s_other_fields_are_ignored() {
 }
 
 #[test]
-fn a_corrupt_container_is_an_error_after_the_earlier_records() {
+fn a_corrupt_container_is_lost_and_reported_with_its_offset() {
     let dir = tmp_dir("corrupt");
     let plain = written(&dir, 2_000);
     let packets = packets_of(&plain);
@@ -225,12 +241,20 @@ fn a_corrupt_container_is_an_error_after_the_earlier_records() {
         frame(&mut bad, &p);
         pos += bad.len() - before;
     }
-    let (got, err, _) = read(&dir, "corrupt.pftrace", &bad);
-    let err = err.expect("an error");
-    assert!(err.contains("corrupt.pftrace"), "{err}");
-    assert!(err.contains(&format!("offset {at}")), "{err}");
+    let (got, damage, skipped) = read_damaged(&dir, "corrupt.pftrace", &bad);
+    assert_eq!(damage.len(), 1, "{damage:?}");
+    assert!(damage[0].path.ends_with("corrupt.pftrace"));
+    assert_eq!(damage[0].offset, at);
+    assert!(
+        damage[0].reason.contains("not a valid zlib stream"),
+        "{damage:?}"
+    );
+    // The records before the container are all there. This file's sequences never start
+    // afresh, so the packets after it that needed its state are skipped, never misread.
     let n = records_before(&packets, first_inner);
-    assert_eq!(got, want[..n]);
+    assert_eq!(got[..n], want[..n]);
+    assert!(skipped > 0);
+    assert!(got[n..].iter().all(|r| want.contains(r)));
 
     // A container whose inflated content is not packets.
     let mut file = Vec::new();
@@ -242,10 +266,15 @@ fn a_corrupt_container_is_an_error_after_the_earlier_records() {
     raw.extend(&z);
     let at = file.len();
     frame(&mut file, &raw);
-    let (_, err, _) = read(&dir, "cut-inner.pftrace", &file);
-    let err = err.expect("an error");
-    assert!(err.contains(&format!("offset {at}")), "{err}");
-    assert!(err.contains("byte 0 of the inflated container"), "{err}");
+    let (_, damage, _) = read_damaged(&dir, "cut-inner.pftrace", &file);
+    assert_eq!(damage.len(), 1, "{damage:?}");
+    assert_eq!(damage[0].offset, at as u64);
+    assert!(
+        damage[0]
+            .reason
+            .contains("byte 0 of the inflated container"),
+        "{damage:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -611,9 +640,10 @@ fn for_each_record_yields_what_next_into_yields() {
         while by_next.next_into(&mut rec).expect("next_into") {}
         assert_eq!(reader.packets(), by_next.packets());
     }
-    // An error ends the scan with the error, after the records before it.
+    // An error ends the scan with the error, after the records before it (a timestamp whose
+    // varint runs past its packet).
     let bad = dir.join("bad.pftrace");
-    std::fs::write(&bad, b"\x0a\x05\x92\x03\x02\xff\xff").expect("write");
+    std::fs::write(&bad, b"\x0a\x02\x40\xff").expect("write");
     let mut reader = TraceReader::from_files(vec![paths[0].clone(), bad], TimeRange::all());
     let mut n = 0usize;
     assert!(reader.for_each_record(|_| n += 1).is_err());

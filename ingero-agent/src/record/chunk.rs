@@ -51,6 +51,8 @@ pub struct ChunkWriter {
     out: Vec<u8>,
     /// Chunks written so far (all files).
     chunks: u64,
+    /// Raw (uncompressed) bytes of the chunks written so far (all files).
+    chunk_bytes: u64,
 }
 
 impl ChunkWriter {
@@ -76,6 +78,7 @@ impl ChunkWriter {
             compressor,
             out: Vec::new(),
             chunks: 0,
+            chunk_bytes: 0,
         })
     }
 
@@ -131,8 +134,19 @@ impl ChunkWriter {
     }
 
     /// Chunks written so far.
+    #[inline(always)]
     pub fn chunks_written(&self) -> u64 {
         self.chunks
+    }
+
+    /// Raw bytes of the chunks written so far.
+    pub fn chunk_bytes(&self) -> u64 {
+        self.chunk_bytes
+    }
+
+    /// Whether packets are gathered into compressed chunks (any level but 0).
+    pub fn compressed(&self) -> bool {
+        self.compressor.is_some()
     }
 
     /// The packet at `buf()[start..]` goes to the file now, ahead of the pending chunk (whose
@@ -158,6 +172,7 @@ impl ChunkWriter {
             return Ok(());
         }
         self.chunks += 1;
+        self.chunk_bytes += end as u64;
         let file = self.file.as_mut().context("no open trace file")?;
         let clen = match self.compressor.as_mut() {
             None => return file.write_all(&self.raw[..end]),

@@ -59,6 +59,14 @@ fn on_plain_sequence(packet: &[u8]) -> bool {
         .is_ok_and(|p| p.trusted_packet_sequence_id == Some(super::sequence::PLAIN_SEQUENCE))
 }
 
+/// Whether a packet starts a sequence inside the chunks afresh (incremental state cleared).
+fn starts_chunk_sequence(packet: &[u8]) -> bool {
+    TracePacket::decode(packet).is_ok_and(|p| {
+        p.trusted_packet_sequence_id != Some(super::sequence::PLAIN_SEQUENCE)
+            && p.sequence_flags.unwrap_or(0) & super::proto::SEQ_INCREMENTAL_STATE_CLEARED != 0
+    })
+}
+
 fn workload(launches: u64) -> Vec<TimelineRecord> {
     let mut records = synth::scenario();
     records.extend(synth::launches(launches, T0 + 30 * MS));
@@ -87,6 +95,18 @@ fn comparable(records: Vec<ReadRecord>) -> Vec<ReadRecord> {
         .collect()
 }
 
+/// The records inside chunks, then those written plain, each in file order: where a plain
+/// packet falls among the chunked ones depends on where chunks happen to end.
+fn by_stream(mut records: Vec<ReadRecord>) -> Vec<ReadRecord> {
+    use crate::read::CounterKind;
+    records.sort_by_key(|r| match r {
+        ReadRecord::Cuda(_) | ReadRecord::OffCpu(_) | ReadRecord::Lifecycle(_) => 0,
+        ReadRecord::Counter(c) if matches!(c.kind, CounterKind::DeviceMemory { .. }) => 0,
+        _ => 1,
+    });
+    records
+}
+
 fn read_bytes(dir: &Path, name: &str, bytes: &[u8]) -> (Vec<ReadRecord>, bool) {
     let path = dir.join(name);
     std::fs::write(&path, bytes).expect("write");
@@ -103,7 +123,7 @@ fn a_file_of_several_compressed_chunks_reads_as_the_plain_file() {
     let dir = tmp_dir("chunks");
     let records = workload(30_000);
     let plain = write_level(&dir, "l0.pftrace", 0, &records);
-    let want = comparable(read_all(vec![dir.join("l0.pftrace")]));
+    let want = by_stream(comparable(read_all(vec![dir.join("l0.pftrace")])));
     assert!(
         outer_packets(&plain)
             .iter()
@@ -136,20 +156,28 @@ fn a_file_of_several_compressed_chunks_reads_as_the_plain_file() {
             );
         }
         // The chunks and the plain-sequence packets together are exactly the packets of an
-        // uncompressed file (same count, same framing).
+        // uncompressed file (same count, same framing), plus the restarts of the chunked
+        // sequences (see `chunked_sequences_restart_every_restart_bytes`).
         let inner: Vec<u8> = chunks.concat();
+        let restarts = |packets: &[(usize, Vec<u8>)]| {
+            packets
+                .iter()
+                .filter(|(_, p)| starts_chunk_sequence(p))
+                .count()
+        };
+        let extra = restarts(&outer_packets(&inner)) - restarts(&outer_packets(&plain));
         let plain_sequence = outer.iter().filter(|(_, p)| on_plain_sequence(p)).count();
         assert!(
             plain_sequence > chunks.len(),
             "a clock snapshot after each chunk"
         );
         assert_eq!(
-            outer_packets(&inner).len() + plain_sequence,
+            outer_packets(&inner).len() + plain_sequence - extra,
             outer_packets(&plain).len(),
             "level {level}"
         );
         assert!(bytes.len() * 4 < plain.len(), "level {level} compresses");
-        let got = comparable(read_all(vec![dir.join(&name)]));
+        let got = by_stream(comparable(read_all(vec![dir.join(&name)])));
         assert_eq!(got, want, "level {level} reads back the same records");
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -445,6 +473,145 @@ fn everything_a_first_pass_needs_is_outside_the_chunks() {
     assert_eq!(
         mono, end,
         "the last snapshot is at the end of the recording"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A file of about a dozen chunks whose chunked sequences restart every `restart_bytes`.
+fn write_restarting(dir: &Path, name: &str, restart_bytes: u64) -> Vec<u8> {
+    let mut cfg = config(Some(dir.join(name)), None);
+    cfg.restart_bytes = restart_bytes;
+    let (files, _) = write_all(cfg, &workload(60_000));
+    std::fs::read(&files[0]).expect("read file")
+}
+
+/// The offsets (in the file) of its chunks.
+fn chunk_offsets(bytes: &[u8]) -> Vec<usize> {
+    outer_packets(bytes)
+        .into_iter()
+        .filter(|(_, p)| inflated(p).is_some())
+        .map(|(at, _)| at)
+        .collect()
+}
+
+/// Whether chunk `c` (inflated) starts the chunked sequences afresh.
+fn restarts(c: &[u8]) -> bool {
+    outer_packets(c)
+        .into_iter()
+        .find(|(_, p)| !on_plain_sequence(p))
+        .is_some_and(|(_, p)| starts_chunk_sequence(&p))
+}
+
+#[test]
+fn chunked_sequences_restart_every_restart_bytes() {
+    let dir = tmp_dir("restarts");
+    let plain = by_stream(comparable(read_all(vec![dir.join(write_level_name(
+        &dir,
+        "l0.pftrace",
+        0,
+    ))])));
+    // (file, restart_bytes, which chunks start afresh)
+    type Case = (&'static str, u64, fn(usize) -> bool);
+    let cases: [Case; 3] = [
+        ("each.pftrace", 1, |_| true),
+        ("second.pftrace", 2 * CHUNK_LIMIT as u64, |i| i % 2 == 0),
+        ("never.pftrace", u64::MAX, |i| i == 0),
+    ];
+    for (name, every, want) in cases {
+        let bytes = write_restarting(&dir, name, every);
+        let chunks: Vec<Vec<u8>> = outer_packets(&bytes)
+            .iter()
+            .filter_map(|(_, p)| inflated(p))
+            .collect();
+        assert!(chunks.len() >= 8, "{name}: {} chunks", chunks.len());
+        for (i, c) in chunks.iter().enumerate() {
+            assert_eq!(restarts(c), want(i), "{name}: chunk {i}");
+        }
+        let got = by_stream(comparable(read_all(vec![dir.join(name)])));
+        assert!(
+            got == plain,
+            "{name} reads back the records of the plain file"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Writes the plain (level 0) file of [`write_restarting`]'s workload; returns its name.
+fn write_level_name(dir: &Path, name: &str, level: u32) -> String {
+    write_level(dir, name, level, &workload(60_000));
+    name.to_owned()
+}
+
+/// Reads a file with one chunk corrupted: (records, chunks lost, packets skipped, damage
+/// offset).
+fn read_damaged(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    chunk: usize,
+) -> (Vec<ReadRecord>, u64, u64, u64) {
+    let at = chunk_offsets(bytes)[chunk];
+    let mut bad = bytes.to_vec();
+    // The middle of the chunk's zlib stream.
+    let len = outer_packets(&bytes[at..])[0].1.len();
+    bad[at + len / 2] ^= 0x5a;
+    let path = dir.join(name);
+    std::fs::write(&path, &bad).expect("write");
+    let mut reader = TraceReader::from_files(vec![path], TimeRange::all());
+    let got = reader
+        .by_ref()
+        .collect::<anyhow::Result<Vec<_>>>()
+        .expect("a damaged chunk is not an error");
+    let damage = reader.damage().to_vec();
+    assert_eq!(damage.len() as u64, reader.containers_lost());
+    let offset = damage.first().map_or(u64::MAX, |d| d.offset);
+    (
+        got,
+        reader.containers_lost(),
+        reader.packets_skipped(),
+        offset,
+    )
+}
+
+#[test]
+fn a_damaged_chunk_loses_its_records_up_to_the_next_restart_and_nothing_else() {
+    let dir = tmp_dir("damage");
+    let key = |r: &ReadRecord| format!("{r:?}");
+    let bytes = write_restarting(&dir, "good.pftrace", 2 * CHUNK_LIMIT as u64);
+    let good = comparable(read_all(vec![dir.join("good.pftrace")]));
+    let known: std::collections::HashSet<String> = good.iter().map(key).collect();
+    let offsets = chunk_offsets(&bytes);
+
+    // Chunk 3 damaged; chunk 4 restarts the sequences.
+    let (got, lost, skipped, offset) = read_damaged(&dir, "bad3.pftrace", &bytes, 3);
+    let got = comparable(got);
+    assert_eq!((lost, skipped, offset), (1, 0, offsets[3] as u64));
+    assert!(
+        got.iter().all(|r| known.contains(&key(r))),
+        "every record read is one of the undamaged file's"
+    );
+    let missing = good.len() - got.len();
+    assert!(
+        missing > 1_000 && missing < 7_000,
+        "about one chunk of records is missing: {missing}"
+    );
+    // Everything from chunk 5 on is there: the last records of the file too.
+    assert_eq!(
+        got[got.len() - 100..].iter().map(key).collect::<Vec<_>>(),
+        good[good.len() - 100..].iter().map(key).collect::<Vec<_>>()
+    );
+
+    // Without restarts the rest of the file's chunked records cannot be trusted: skipped,
+    // never decoded against the wrong clock.
+    let old = write_restarting(&dir, "old.pftrace", u64::MAX);
+    let (got, lost, skipped, _) = read_damaged(&dir, "bad-old.pftrace", &old, 3);
+    let got = comparable(got);
+    assert_eq!(lost, 1);
+    assert!(skipped > 10_000, "{skipped} packets skipped");
+    assert!(got.iter().all(|r| known.contains(&key(r))));
+    assert!(
+        got.iter().any(|r| matches!(r, ReadRecord::Statistics(_))),
+        "plain packets after the damage are still read"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

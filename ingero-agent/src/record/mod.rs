@@ -31,6 +31,10 @@
 //! - Tracks: see `tracks.rs`. Events: see `events.rs` and `labels.rs`. Names: `schema.rs`.
 //! - Every file is self-contained: a rotation ends open slices in the old file, resets the
 //!   sequences, and describes tracks again before use in the new one.
+//! - The main and late sequences also start afresh (incremental state cleared, clock 64 and
+//!   the fixed vocabulary restated, without `first_packet_on_sequence`) at the head of a chunk
+//!   every `restart_bytes` (4 MiB) of chunks or 60 s of trace time, so a reader that loses a
+//!   damaged chunk resumes at the next restart.
 //! - Packets are written in chunks (`chunk.rs`): up to 256 KiB of packets compressed with
 //!   zlib (`compression_level`: 1, the default, is `deflate/`'s packet-structured encoder,
 //!   2–12 libdeflate) into ONE packet whose only field is
@@ -64,7 +68,8 @@ mod tracks;
 pub use clocks::{machine_id, monotonic_now_ns};
 pub use config::{
     CLOCK_SNAPSHOT_INTERVAL_NS, DEFAULT_COMPRESSION_LEVEL, DEFAULT_MAX_FILE_SIZE,
-    DEFAULT_MAX_TOTAL_SIZE, FinalStats, RecorderConfig, SessionInfo,
+    DEFAULT_MAX_TOTAL_SIZE, DEFAULT_RESTART_BYTES, FinalStats, RESTART_INTERVAL_NS, RecorderConfig,
+    SessionInfo,
 };
 pub use events::memcpy_kind_text;
 pub use files::{FILE_EXT, FILE_PREFIX, trace_files_in};

@@ -26,7 +26,7 @@ use anyhow::Result;
 
 use super::chunk::ChunkWriter;
 use super::clocks::{ClockOffsets, machine_id, monotonic_now_ns, realtime_now_ns};
-use super::config::{CLOCK_SNAPSHOT_INTERVAL_NS, FinalStats, RecorderConfig};
+use super::config::{CLOCK_SNAPSHOT_INTERVAL_NS, FinalStats, RESTART_INTERVAL_NS, RecorderConfig};
 use super::encode::{self, EventTail, Head, MachineIdField};
 use super::files::{self, Naming, Owner, TraceFile};
 use super::interner::{Arg, Cat, FastMap, Name};
@@ -91,6 +91,10 @@ pub struct Recorder {
     pub(super) plain: Sequence,
     /// Chunks written when the last plain clock snapshot was.
     chunks_seen: u64,
+    /// Chunks written when [`Recorder::chunk_sequences`] last looked.
+    seq_chunk: u64,
+    /// Chunk bytes written and main-sequence time when the sequences last started afresh.
+    restarted_at: (u64, u64),
     /// Newest timestamp written on the plain sequence.
     plain_last_ts: u64,
     pub(super) tracks: Tracks,
@@ -159,6 +163,8 @@ impl Recorder {
             late: Sequence::new(LATE_SEQUENCE, false),
             plain: Sequence::new(PLAIN_SEQUENCE, false),
             chunks_seen: 0,
+            seq_chunk: 0,
+            restarted_at: (0, 0),
             plain_last_ts: 0,
             tracks: Tracks::new(read_proc),
             offsets: ClockOffsets::measure(),
@@ -333,7 +339,49 @@ impl Recorder {
         pkt.machine_id = self.machine_id_field();
         self.last_snapshot_ts = base;
         self.encode(&pkt)?;
+        self.seq_chunk = self.out.chunks_written();
+        self.restarted_at = (self.out.chunk_bytes(), base);
         self.write_session(base)
+    }
+
+    /// Starts the sequences inside chunks (main and late) afresh at the head of a chunk every
+    /// `restart_bytes` of chunks or [`RESTART_INTERVAL_NS`] of trace time, so that the chunks from
+    /// there on decode without what came before: a reader that finds a chunk damaged loses
+    /// the packets up to the next restart and resumes there, instead of losing the rest of
+    /// the file to interned names and clock deltas it never saw. Not every chunk: a restart
+    /// declares the whole fixed vocabulary again (about 2 KiB compressed).
+    #[inline(always)]
+    fn chunk_sequences(&mut self) -> Result<()> {
+        if self.out.chunks_written() == self.seq_chunk {
+            return Ok(());
+        }
+        self.restart_chunk_sequences()
+    }
+
+    /// At the head of a chunk: the main sequence's incremental state cleared, its clock
+    /// re-stated at its current value and the fixed vocabulary declared again, if a restart
+    /// is due; the late sequence then restarts at its next packet.
+    #[cold]
+    #[inline(never)]
+    fn restart_chunk_sequences(&mut self) -> Result<()> {
+        self.seq_chunk = self.out.chunks_written();
+        let (bytes, ts) = self.restarted_at;
+        let base = self.main.last_ts();
+        let due = self.out.chunk_bytes() - bytes >= self.cfg.restart_bytes
+            || base.saturating_sub(ts) >= RESTART_INTERVAL_NS;
+        if !due || !self.out.compressed() || !self.main.started() {
+            return Ok(());
+        }
+        self.restarted_at = (self.out.chunk_bytes(), base);
+        self.late.restart();
+        self.main.restart();
+        let mut pkt = TracePacket {
+            clock_snapshot: Some(self.offsets.snapshot(base, true)),
+            ..Default::default()
+        };
+        self.main.stamp_first(&mut pkt, base);
+        pkt.machine_id = self.machine_id_field();
+        self.encode(&pkt)
     }
 
     /// After chunks were written: a plain clock snapshot at the newest main-sequence time, so
@@ -407,6 +455,7 @@ impl Recorder {
     /// [`Recorder::event_close`].
     #[inline(always)]
     pub(super) fn event_open(&mut self, late: bool, ts: u64) -> Result<OpenEvent> {
+        self.chunk_sequences()?;
         if late && !self.late.started() {
             self.start_late()?;
         }
@@ -453,6 +502,7 @@ impl Recorder {
         ts: Option<u64>,
         mut pkt: TracePacket,
     ) -> Result<TracePacket> {
+        self.chunk_sequences()?;
         if late {
             self.start_late()?;
             self.late.stamp(&mut pkt, ts);
@@ -589,6 +639,7 @@ impl Recorder {
     /// A slice-end packet: in one piece unless definitions are waiting to be written.
     #[inline(always)]
     fn end_packet(&mut self, late: bool, track: u64, end: u64) -> Result<()> {
+        self.chunk_sequences()?;
         let seq = if late { &mut self.late } else { &mut self.main };
         if !seq.started() || seq.interner.has_pending() {
             let e = self.event_open(late, end)?;

@@ -28,6 +28,9 @@ pub struct Sequence {
     /// Timestamp of the newest packet on an incremental sequence (the clock's current value).
     last_ts: u64,
     started: bool,
+    /// Started before in this file: the next start is a restart, not the sequence's first
+    /// packet.
+    restarted: bool,
     pub interner: Interner,
 }
 
@@ -38,6 +41,7 @@ impl Sequence {
             incremental,
             last_ts: 0,
             started: false,
+            restarted: false,
             interner: Interner::new(),
         }
     }
@@ -73,7 +77,16 @@ impl Sequence {
     /// first packet's clock snapshot re-states it).
     pub fn reset(&mut self) {
         self.started = false;
+        self.restarted = false;
         self.interner.clear();
+    }
+
+    /// Starts the sequence afresh within the file (see `Recorder::chunk_sequences`): as
+    /// [`Self::reset`], but its next first packet does not claim to be the sequence's first.
+    pub fn restart(&mut self) {
+        let was = self.started || self.restarted;
+        self.reset();
+        self.restarted = was;
     }
 
     /// Makes `pkt` the first packet of the sequence: clears incremental state, sets the
@@ -86,7 +99,7 @@ impl Sequence {
             self.last_ts = base_ts;
         }
         pkt.trusted_packet_sequence_id = Some(self.id);
-        pkt.first_packet_on_sequence = Some(true);
+        pkt.first_packet_on_sequence = (!self.restarted).then_some(true);
         pkt.sequence_flags = Some(SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS_INCREMENTAL_STATE);
         pkt.trace_packet_defaults = Some(TracePacketDefaults {
             timestamp_clock_id: Some(if self.incremental {
@@ -131,6 +144,27 @@ mod tests {
         s.stamp(&mut q, Some(1_500));
         assert_eq!(q.timestamp, Some(0));
         assert_eq!(s.last_ts(), 1_500);
+    }
+
+    #[test]
+    fn a_restart_clears_state_without_claiming_the_first_packet() {
+        let mut s = Sequence::new(MAIN_SEQUENCE, true);
+        // Never started in this file: its first start is its first packet.
+        s.restart();
+        let mut first = TracePacket::default();
+        s.stamp_first(&mut first, 1_000);
+        assert_eq!(first.first_packet_on_sequence, Some(true));
+        s.restart();
+        let mut again = TracePacket::default();
+        s.stamp_first(&mut again, 2_000);
+        assert_eq!(again.first_packet_on_sequence, None);
+        assert_eq!(again.sequence_flags, Some(3));
+        assert!(again.interned_data.is_some(), "the vocabulary again");
+        // A new file starts the sequence anew.
+        s.reset();
+        let mut next = TracePacket::default();
+        s.stamp_first(&mut next, 3_000);
+        assert_eq!(next.first_packet_on_sequence, Some(true));
     }
 
     #[test]

@@ -296,17 +296,38 @@ pub fn labelled(
     })
 }
 
-/// Writes the scenario followed by `events` launch-dominated calls to `path` ([`labelled`]
-/// when `labels`), returning the files written.
-pub fn write_trace(
-    path: PathBuf,
-    events: u64,
-    max_file_size: u64,
-    labels: bool,
-) -> Result<Vec<PathBuf>> {
+/// What [`write_trace`] writes.
+#[derive(Clone, Debug)]
+pub struct TraceOptions {
+    /// Launch-dominated calls after the scenario.
+    pub events: u64,
+    /// `RecorderConfig::max_file_size`.
+    pub max_file_size: u64,
+    /// `RecorderConfig::restart_bytes`.
+    pub restart_bytes: u64,
+    /// [`labelled`] calls.
+    pub labels: bool,
+}
+
+impl Default for TraceOptions {
+    fn default() -> Self {
+        TraceOptions {
+            events: 0,
+            max_file_size: super::DEFAULT_MAX_FILE_SIZE,
+            restart_bytes: super::DEFAULT_RESTART_BYTES,
+            labels: false,
+        }
+    }
+}
+
+/// Writes the scenario followed by `o.events` launch-dominated calls to `path` ([`labelled`]
+/// when `o.labels`), returning the files written.
+pub fn write_trace(path: PathBuf, o: &TraceOptions) -> Result<Vec<PathBuf>> {
+    let (events, labels) = (o.events, o.labels);
     let cfg = RecorderConfig {
         path: Some(path),
-        max_file_size,
+        max_file_size: o.max_file_size,
+        restart_bytes: o.restart_bytes,
         session: SessionInfo {
             command_line: "synth-trace".into(),
             targets: vec![format!("pid {SCENARIO_PID}")],

@@ -61,10 +61,16 @@ pub(super) fn write_all(
     (rec.finish(&stats).expect("finish"), counters)
 }
 
+/// Every record of `files`, which must read without damage.
 pub(super) fn read_all(files: Vec<PathBuf>) -> Vec<ReadRecord> {
-    TraceReader::from_files(files, TimeRange::all())
+    let mut reader = TraceReader::from_files(files, TimeRange::all());
+    let records = reader
+        .by_ref()
         .collect::<anyhow::Result<Vec<_>>>()
-        .expect("read")
+        .expect("read");
+    assert_eq!(reader.containers_lost(), 0, "{:?}", reader.damage());
+    assert_eq!(reader.packets_skipped(), 0);
+    records
 }
 
 fn thread(tid: u32, name: &str) -> ThreadRef {

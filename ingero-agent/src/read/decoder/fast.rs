@@ -324,6 +324,10 @@ impl Decoder {
     /// (nothing changed) when it needs a slower path. What it decided is remembered.
     #[inline(always)]
     fn by_layout(&mut self, head: &[u8], ts: u64, slot: &mut ReadRecord) -> Option<bool> {
+        // After a lost container only the scanner knows which sequences to trust.
+        if !self.all_seqs_whole() {
+            return None;
+        }
         let (seq_id, l) = layout(head)?;
         let (done, a) = self.apply(ts, seq_id, l, slot)?;
         if let Some(a) = a {
@@ -586,6 +590,9 @@ impl Decoder {
     /// The writer's messages with fields in any order (see the module doc).
     #[inline(never)]
     fn fast_fields(&mut self, p: &[u8], slot: &mut ReadRecord) -> Option<Fields> {
+        if !self.all_seqs_whole() {
+            return None;
+        }
         let mut i = 0;
         let mut ts = None;
         let mut seq_id = 0u64;

@@ -25,7 +25,9 @@ use super::types::{
     CounterKind, CounterSample, LifecycleRecord, ReadRecord, SessionRecord, ThreadRef,
 };
 use crate::decode::{CudaArgs, MemcpyKind, ProcessOp};
-use crate::record::proto::{SEQ_INCREMENTAL_STATE_CLEARED, clock_id, event_type};
+use crate::record::proto::{
+    SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE, clock_id, event_type,
+};
 use crate::record::schema::{self, LaunchConfig, arg, session, stats};
 use crate::record::{FastMap, FinalStats, SessionInfo, memcpy_kind_text};
 use crate::timeline::record::{AnnotationRecord, Scope};
@@ -122,6 +124,11 @@ impl<T> IidTable<T> {
     fn clear(&mut self) {
         self.dense.clear();
         self.sparse.clear();
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        let dense = self.dense.iter_mut().filter_map(Option::as_mut);
+        dense.chain(self.sparse.values_mut())
     }
 }
 
@@ -261,6 +268,12 @@ struct SeqState {
     /// Whether the defaults' clock is clock 64 (timestamps without their own clock are
     /// deltas): kept as a flag because every hot packet asks.
     incremental: bool,
+    /// The sequence has packets inside `compressed_packets` containers.
+    in_bundles: bool,
+    /// A container was lost since the sequence's incremental state was last cleared: its
+    /// interned names and clock can no longer be trusted, so packets that need them are
+    /// skipped until a packet clears that state (as trace_processor does after data loss).
+    lost: bool,
 }
 
 impl SeqState {
@@ -293,6 +306,7 @@ impl SeqState {
         self.strings.clear();
         self.clock64 = 0;
         self.set_default_clock(None);
+        self.lost = false;
     }
 }
 
@@ -716,6 +730,11 @@ pub(super) struct Decoder {
     memo: memo::Memo,
     /// Set by the caller while it feeds the packets of a `compressed_packets` bundle.
     pub(super) in_bundle: bool,
+    /// Some sequence is [`SeqState::lost`]: the fast path leaves every packet it has not
+    /// remembered to the scanner, which skips those of lost sequences.
+    lost_seqs: bool,
+    /// Packets skipped because their sequence was lost.
+    pub(super) lost_packets: u64,
     pub(super) clocks: ClocksSeen,
 }
 
@@ -787,6 +806,33 @@ impl Decoder {
     /// Decodes one packet; if it completes a record (at most one per packet), writes it into
     /// `slot`, reusing the slot's allocations when it already holds a record of the same kind.
     /// `slot` is untouched otherwise.
+    /// A container could not be read (a corrupt zlib stream or inner packet): the sequences
+    /// that travel in containers lose their incremental state until a packet clears it, and
+    /// the slices open on CUDA and off-CPU tracks are dropped, since their ends may have been
+    /// in it. Label states and spans (outside containers) stay.
+    pub(super) fn container_lost(&mut self) {
+        self.memo.clear();
+        for s in self.seqs.values_mut() {
+            if s.in_bundles {
+                s.lost = true;
+                self.lost_seqs = true;
+            }
+        }
+        for t in self.tracks.values_mut() {
+            if matches!(t.kind, Some(TrackKind::Thread(_) | TrackKind::OffCpu(_))) {
+                t.open.clear();
+                t.bodies.clear();
+                t.end_key = None;
+            }
+        }
+    }
+
+    /// Whether the fast path may decode packets it has not remembered (see `lost_seqs`).
+    #[inline(always)]
+    pub(super) fn all_seqs_whole(&self) -> bool {
+        !self.lost_seqs
+    }
+
     /// Packets the byte-layout match decoded so far.
     #[cfg_attr(not(test), allow(dead_code))]
     pub(super) fn layout_hits(&self) -> u64 {
@@ -871,9 +917,17 @@ impl Decoder {
             return Ok(Step::Compressed(z));
         }
         let seq = self.seqs.get_or_default(u64::from(seq_id));
+        seq.in_bundles |= self.in_bundle;
         if flags & u64::from(SEQ_INCREMENTAL_STATE_CLEARED) != 0 {
             seq.reset();
+            if self.lost_seqs {
+                self.lost_seqs = self.seqs.values_mut().any(|s| s.lost);
+            }
+        } else if seq.lost && flags & u64::from(SEQ_NEEDS_INCREMENTAL_STATE) != 0 {
+            self.lost_packets += 1;
+            return Ok(Step::Nothing);
         }
+        let seq = self.seqs.get_or_default(u64::from(seq_id));
         if let Some(d) = defaults {
             let mut clock = None;
             let mut c = Cur::new(d);
