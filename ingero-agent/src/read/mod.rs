@@ -143,6 +143,8 @@ pub struct TraceReader {
     damage: Vec<Damage>,
     containers_lost: u64,
     packets_skipped: u64,
+    /// Containers of the current file already in `damage`.
+    noted: u64,
 }
 
 impl TraceReader {
@@ -164,6 +166,7 @@ impl TraceReader {
             damage: Vec::new(),
             containers_lost: 0,
             packets_skipped: 0,
+            noted: 0,
         }
     }
 
@@ -325,19 +328,14 @@ impl TraceReader {
                 let mut decoder = FileDecoder::new();
                 decoder.skip_bundles(self.skip_bundles);
                 self.current = Some((path, ChunkedPackets::new(file), decoder));
+                self.noted = 0;
             }
             let Some((path, reader, decoder)) = self.current.as_mut() else {
                 continue;
             };
-            let lost = decoder.containers_lost();
-            let more = decoder.pending_into(rec).with_context(|| {
-                format!(
-                    "{} in the compressed packet at offset {}",
-                    path.display(),
-                    reader.packet_start()
-                )
-            })?;
-            if decoder.containers_lost() != lost {
+            // A container lost on the last turn: `reader` is still at it.
+            if decoder.containers_lost() != self.noted {
+                self.noted = decoder.containers_lost();
                 note_damage(
                     &mut self.damage,
                     &mut self.containers_lost,
@@ -346,6 +344,13 @@ impl TraceReader {
                     decoder,
                 );
             }
+            let more = decoder.pending_into(rec).with_context(|| {
+                format!(
+                    "{} in the compressed packet at offset {}",
+                    path.display(),
+                    reader.packet_start()
+                )
+            })?;
             if more {
                 if self.all_time || self.range.admits(rec) {
                     return Ok(true);
@@ -366,7 +371,6 @@ impl TraceReader {
                 self.current = None;
                 continue;
             };
-            let lost = decoder.containers_lost();
             let done = decoder
                 .packet_into(&reader.buf()[range], rec)
                 .with_context(|| {
@@ -376,15 +380,6 @@ impl TraceReader {
                         reader.packet_start()
                     )
                 })?;
-            if decoder.containers_lost() != lost {
-                note_damage(
-                    &mut self.damage,
-                    &mut self.containers_lost,
-                    path,
-                    reader,
-                    decoder,
-                );
-            }
             if done && (self.all_time || self.range.admits(rec)) {
                 return Ok(true);
             }

@@ -803,9 +803,6 @@ impl Decoder {
         }
     }
 
-    /// Decodes one packet; if it completes a record (at most one per packet), writes it into
-    /// `slot`, reusing the slot's allocations when it already holds a record of the same kind.
-    /// `slot` is untouched otherwise.
     /// A container could not be read (a corrupt zlib stream or inner packet): the sequences
     /// that travel in containers lose their incremental state until a packet clears it, and
     /// the slices open on CUDA and off-CPU tracks are dropped, since their ends may have been
@@ -867,6 +864,9 @@ impl Decoder {
         self.fast_each(bytes, after, slot, f)
     }
 
+    /// Decodes one packet; if it completes a record (at most one per packet), writes it into
+    /// `slot`, reusing the slot's allocations when it already holds a record of the same kind.
+    /// `slot` is untouched otherwise.
     #[inline(always)]
     pub(super) fn packet<'a>(
         &mut self,
