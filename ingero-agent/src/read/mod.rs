@@ -238,8 +238,8 @@ impl TraceReader {
         if skipped > 0 {
             tracing::warn!(
                 "{skipped} packets after the damage were skipped: they depended on what the \
-                 lost containers held (the recording resumes where its writer restarted its \
-                 sequences)"
+                 lost containers held (reading resumes at the writer's next restart of its \
+                 sequences; files written before ingero restarted them have none)"
             );
         }
     }
