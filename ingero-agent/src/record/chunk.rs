@@ -134,9 +134,14 @@ impl ChunkWriter {
     }
 
     /// Chunks written so far.
-    #[inline(always)]
     pub fn chunks_written(&self) -> u64 {
         self.chunks
+    }
+
+    /// Whether the next packet is the first of a chunk (nothing is pending).
+    #[inline(always)]
+    pub fn at_chunk_head(&self) -> bool {
+        self.raw.is_empty()
     }
 
     /// Raw bytes of the chunks written so far.

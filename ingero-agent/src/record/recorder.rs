@@ -91,8 +91,6 @@ pub struct Recorder {
     pub(super) plain: Sequence,
     /// Chunks written when the last plain clock snapshot was.
     chunks_seen: u64,
-    /// Chunks written when [`Recorder::chunk_sequences`] last looked.
-    seq_chunk: u64,
     /// Chunk bytes written and main-sequence time when the sequences last started afresh.
     restarted_at: (u64, u64),
     /// Newest timestamp written on the plain sequence.
@@ -163,7 +161,6 @@ impl Recorder {
             late: Sequence::new(LATE_SEQUENCE, false),
             plain: Sequence::new(PLAIN_SEQUENCE, false),
             chunks_seen: 0,
-            seq_chunk: 0,
             restarted_at: (0, 0),
             plain_last_ts: 0,
             tracks: Tracks::new(read_proc),
@@ -331,17 +328,22 @@ impl Recorder {
         first_plain.machine_id = self.machine_id_field();
         self.encode_plain(&first_plain)?;
         self.chunks_seen = self.out.chunks_written();
+        self.last_snapshot_ts = base;
+        self.main_first_packet(base)?;
+        self.write_session(base)
+    }
+
+    /// The main sequence's first packet, in the file or after a restart: clock 64 stated at
+    /// `base` with the other clocks, defaults, the fixed vocabulary.
+    fn main_first_packet(&mut self, base: u64) -> Result<()> {
         let mut pkt = TracePacket {
             clock_snapshot: Some(self.offsets.snapshot(base, true)),
             ..Default::default()
         };
         self.main.stamp_first(&mut pkt, base);
         pkt.machine_id = self.machine_id_field();
-        self.last_snapshot_ts = base;
-        self.encode(&pkt)?;
-        self.seq_chunk = self.out.chunks_written();
         self.restarted_at = (self.out.chunk_bytes(), base);
-        self.write_session(base)
+        self.encode(&pkt)
     }
 
     /// Starts the sequences inside chunks (main and late) afresh at the head of a chunk every
@@ -352,7 +354,7 @@ impl Recorder {
     /// declares the whole fixed vocabulary again (about 2 KiB compressed).
     #[inline(always)]
     fn chunk_sequences(&mut self) -> Result<()> {
-        if self.out.chunks_written() == self.seq_chunk {
+        if !self.out.at_chunk_head() {
             return Ok(());
         }
         self.restart_chunk_sequences()
@@ -364,7 +366,6 @@ impl Recorder {
     #[cold]
     #[inline(never)]
     fn restart_chunk_sequences(&mut self) -> Result<()> {
-        self.seq_chunk = self.out.chunks_written();
         let (bytes, ts) = self.restarted_at;
         let base = self.main.last_ts();
         let due = self.out.chunk_bytes() - bytes >= self.cfg.restart_bytes
@@ -372,16 +373,9 @@ impl Recorder {
         if !due || !self.out.compressed() || !self.main.started() {
             return Ok(());
         }
-        self.restarted_at = (self.out.chunk_bytes(), base);
         self.late.restart();
         self.main.restart();
-        let mut pkt = TracePacket {
-            clock_snapshot: Some(self.offsets.snapshot(base, true)),
-            ..Default::default()
-        };
-        self.main.stamp_first(&mut pkt, base);
-        pkt.machine_id = self.machine_id_field();
-        self.encode(&pkt)
+        self.main_first_packet(base)
     }
 
     /// After chunks were written: a plain clock snapshot at the newest main-sequence time, so
