@@ -345,33 +345,16 @@ impl Grouping {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::read::LabelInterval;
-    use crate::timeline::record::{AnnotationRecord, Scope};
+    use crate::analyze::labels::test_records::{span, state};
 
     fn index() -> LabelIndex {
         let mut ix = LabelIndex::default();
-        let state = |pid: Option<u32>, v: &str, start: u64, end: u64| LabelInterval {
-            scope_pid: pid,
-            key: "step".into(),
-            value: v.into(),
-            start_ns: start,
-            end_ns: end,
-            provenance_uid: 0,
-            provenance_pid: None,
-            continued: false,
-        };
-        ix.add_state(&state(Some(7), "1", 10, 20));
-        ix.add_state(&state(Some(7), "2", 20, 30));
-        ix.add_state(&state(None, "g", 0, 50));
+        let step = |pid, v, start, end| state(pid, "step", v, start, end);
+        ix.add_state(&step(Some(7), "1", 10, 20));
+        ix.add_state(&step(Some(7), "2", 20, 30));
+        ix.add_state(&step(None, "g", 0, 50));
         for (pid, v, a, b) in [(Some(7), "r1", 15, 25), (None, "r2", 22, 40)] {
-            ix.add_span(&AnnotationRecord {
-                labels: vec![("request_id".into(), v.into())],
-                scope: pid.map(|pid| Scope { pid, start_time: 1 }),
-                ts_ns: a,
-                end_ns: Some(b),
-                provenance_uid: 0,
-                provenance_pid: None,
-            });
+            ix.add_span(&span(pid, v, a, b));
         }
         ix.seal();
         ix

@@ -322,12 +322,20 @@ fn spans_at(s: &Spans, t: u64, out: &mut Vec<ValueId>) {
     spans_until(s, t, out);
 }
 
+/// Label records for the analysis's unit tests.
 #[cfg(test)]
-mod tests {
+pub(crate) mod test_records {
     use super::*;
     use crate::timeline::record::Scope;
 
-    fn state(scope: Option<u32>, key: &str, value: &str, start: u64, end: u64) -> LabelInterval {
+    /// `key` = `value` over `[start, end)` in a process's scope (`None`: trace-wide).
+    pub fn state(
+        scope: Option<u32>,
+        key: &str,
+        value: &str,
+        start: u64,
+        end: u64,
+    ) -> LabelInterval {
         LabelInterval {
             scope_pid: scope,
             key: key.into(),
@@ -340,7 +348,8 @@ mod tests {
         }
     }
 
-    fn span(scope: Option<u32>, value: &str, start: u64, end: u64) -> AnnotationRecord {
+    /// A `request_id` span over `[start, end)`.
+    pub fn span(scope: Option<u32>, value: &str, start: u64, end: u64) -> AnnotationRecord {
         AnnotationRecord {
             labels: vec![("request_id".into(), value.into())],
             scope: scope.map(|pid| Scope { pid, start_time: 1 }),
@@ -350,6 +359,12 @@ mod tests {
             provenance_pid: None,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_records::{span, state};
+    use super::*;
 
     #[test]
     fn values_of_lists_every_value_in_scope_and_range() {

@@ -315,25 +315,17 @@ mod tests {
     use ingero_ebpf::{CudaOp, OffCpuReason};
 
     use super::*;
+    use crate::analyze::labels::test_records::state;
     use crate::decode::{CudaArgs, MemcpyKind};
-    use crate::read::{LabelInterval, ThreadRef};
+    use crate::read::ThreadRef;
     use crate::record::FastMap;
 
     fn index() -> LabelIndex {
         let mut ix = LabelIndex::default();
-        let state = |pid: Option<u32>, v: &str, start: u64, end: u64| LabelInterval {
-            scope_pid: pid,
-            key: "step".into(),
-            value: v.into(),
-            start_ns: start,
-            end_ns: end,
-            provenance_uid: 0,
-            provenance_pid: None,
-            continued: false,
-        };
-        ix.add_state(&state(Some(7), "1", 0, 20));
-        ix.add_state(&state(Some(7), "2", 20, 40));
-        ix.add_state(&state(None, "g", 10, 60));
+        let step = |pid, v, start, end| state(pid, "step", v, start, end);
+        ix.add_state(&step(Some(7), "1", 0, 20));
+        ix.add_state(&step(Some(7), "2", 20, 40));
+        ix.add_state(&step(None, "g", 10, 60));
         ix.seal();
         ix
     }
