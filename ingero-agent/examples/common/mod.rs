@@ -6,13 +6,13 @@ use std::time::Instant;
 
 use anyhow::Result;
 use ingero_agent::read::{ReadRecord, TimeRange, TraceReader, empty_record};
-use ingero_agent::timeline::clock::thread_cpu_secs;
+use ingero_agent::timeline::clock::process_cpu_secs;
 
 /// Reads the file through `next_into` (one reused record): (wall seconds, (CPU seconds of
-/// this thread, records)).
+/// the process, the reader's helper thread included, records)).
 pub fn read_into(path: &Path) -> Result<(f64, (f64, u64))> {
     let start = Instant::now();
-    let cpu = thread_cpu_secs();
+    let cpu = process_cpu_secs();
     let mut reader = TraceReader::from_files(vec![path.to_path_buf()], TimeRange::all());
     let mut rec: ReadRecord = empty_record();
     let mut count = 0u64;
@@ -27,6 +27,6 @@ pub fn read_into(path: &Path) -> Result<(f64, (f64, u64))> {
     std::hint::black_box(dur);
     Ok((
         start.elapsed().as_secs_f64(),
-        (thread_cpu_secs() - cpu, count),
+        (process_cpu_secs() - cpu, count),
     ))
 }

@@ -124,7 +124,7 @@ pub fn run(
     let mut scan = Scan::new(ix, sel, groupings, needs);
     // The range is checked by the scan, on the two kinds of record it reads, rather than by
     // the reader on every record (the same test: the record's interval overlaps the range).
-    let mut reader = TraceReader::from_files(ix.files.clone(), TimeRange::all());
+    let mut reader = ix.reader(TimeRange::all());
     match (needs.ops, scan.grouped(), needs.processes) {
         (false, false, false) => scan_all::<false, false, false>(&mut reader, &mut scan),
         (false, false, true) => scan_all::<false, false, true>(&mut reader, &mut scan),

@@ -11,7 +11,7 @@ use super::fmt;
 use super::labels::ValueId;
 use super::table::csv_cell;
 use crate::decode::CudaArgs;
-use crate::read::{ReadRecord, TraceReader};
+use crate::read::ReadRecord;
 
 /// How `--events` writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,7 +65,7 @@ pub fn write(an: &Analysis, format: EventFormat, out: &mut dyn Write) -> Result<
         )
         .context("writing events")?;
     }
-    let mut reader = TraceReader::from_files(an.index.files.clone(), sel.range);
+    let mut reader = an.index.reader(sel.range);
     for rec in reader.by_ref() {
         let (kind, ts, dur, thread, op, ret, detail, args) = match rec? {
             ReadRecord::Cuda(c) => {

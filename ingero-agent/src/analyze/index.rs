@@ -9,7 +9,7 @@ use anyhow::Result;
 
 use super::clock::TraceClock;
 use super::labels::LabelIndex;
-use crate::read::{ReadRecord, SessionRecord, TimeRange, TraceReader, empty_record};
+use crate::read::{self, ReadRecord, SessionRecord, TimeRange, TraceReader, empty_record};
 
 /// What the first pass learnt.
 pub struct TraceIndex {
@@ -21,6 +21,9 @@ pub struct TraceIndex {
     pub records: u64,
     /// Files that ended inside a packet (a killed agent).
     pub truncated: Vec<PathBuf>,
+    /// Whether the second pass inflates on a helper thread (`TraceReader::inflate_ahead`;
+    /// default: the reader's).
+    pub inflate_ahead: bool,
 }
 
 impl TraceIndex {
@@ -79,6 +82,12 @@ impl TraceIndex {
             labels,
             session,
             records,
+            inflate_ahead: read::default_inflate_ahead(),
         })
+    }
+
+    /// A reader of the indexed files over `range`, for a second pass.
+    pub fn reader(&self, range: TimeRange) -> TraceReader {
+        TraceReader::from_files(self.files.clone(), range).inflate_ahead(self.inflate_ahead)
     }
 }

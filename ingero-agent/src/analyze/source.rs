@@ -90,7 +90,9 @@ pub fn newest_session(dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// The rotation index in a file's session packet (its first records).
 fn file_index(file: &Path) -> Option<u64> {
-    let reader = TraceReader::from_files(vec![file.to_path_buf()], TimeRange::all());
+    // Its first records only: a helper would inflate chunks that are never read.
+    let reader =
+        TraceReader::from_files(vec![file.to_path_buf()], TimeRange::all()).inflate_ahead(false);
     for rec in reader.take(64) {
         if let Ok(ReadRecord::Session(s)) = rec {
             return Some(s.file_index);

@@ -7,17 +7,23 @@
 //! lost, not fatal: what it still held is dropped, the loss is counted with its reason, and
 //! decoding goes on with the next packet (see `Decoder::container_lost` for what that costs
 //! the packets after it).
+//!
+//! Given an [`InflateAhead`] for its file, it takes each container's output from that
+//! helper thread instead of inflating it, and inflates itself whenever the helper has none.
 
 use anyhow::{Result, bail};
 
+use super::ahead::InflateAhead;
 use super::decoder::{ClocksSeen, Decoder, Paths, Step};
-use super::inflate::Inflater;
+use super::inflate::{InflateError, Inflater};
 use super::types::ReadRecord;
 
 /// The decoding state of one file.
 pub struct FileDecoder {
     dec: Decoder,
     inf: Inflater,
+    /// The helper inflating this file's containers ahead, if any.
+    ahead: Option<InflateAhead>,
     /// The unread part of the last inflated container, in `inf.buf()`.
     pos: usize,
     end: usize,
@@ -45,6 +51,7 @@ impl FileDecoder {
         FileDecoder {
             dec: Decoder::new(paths),
             inf: Inflater::default(),
+            ahead: None,
             pos: 0,
             end: 0,
             packets: 0,
@@ -58,6 +65,12 @@ impl FileDecoder {
     /// Skips `compressed_packets` containers without inflating them (framing only).
     pub fn skip_bundles(&mut self, yes: bool) {
         self.skip_bundles = yes;
+    }
+
+    /// Takes the containers' outputs from `ahead`, a helper inflating the same file from its
+    /// start (given before the first packet).
+    pub fn inflate_ahead(&mut self, ahead: InflateAhead) {
+        self.ahead = Some(ahead);
     }
 
     /// Containers skipped so far.
@@ -130,6 +143,8 @@ impl FileDecoder {
             bail!("a packet was given before the previous container's records were read");
         }
         if self.skip_bundles && super::expand::compressed(bytes).is_some() {
+            // No container is inflated: a helper would only be out of step.
+            self.ahead = None;
             self.bundles_skipped += 1;
             return Ok(false);
         }
@@ -140,7 +155,7 @@ impl FileDecoder {
             Step::Record => Ok(true),
             Step::Compressed(z) => {
                 self.packets -= 1;
-                match self.inf.inflate(z) {
+                match self.inflate(z) {
                     Ok(n) => self.end = n,
                     Err(e) => {
                         self.lose_container(e.to_string());
@@ -150,6 +165,23 @@ impl FileDecoder {
                 self.pos = 0;
                 self.dec.in_bundle = true;
                 self.pending_into(slot)
+            }
+        }
+    }
+
+    /// Inflates a container's stream into `inf`, or takes it inflated from the helper.
+    fn inflate(&mut self, z: &[u8]) -> Result<usize, InflateError> {
+        let Some(ahead) = self.ahead.as_mut() else {
+            return self.inf.inflate(z);
+        };
+        match ahead.take(z) {
+            Some(out) => out.map(|(buf, n)| {
+                ahead.give_back(self.inf.swap_buf(buf));
+                n
+            }),
+            None => {
+                self.ahead = None;
+                self.inf.inflate(z)
             }
         }
     }

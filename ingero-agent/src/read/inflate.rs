@@ -74,6 +74,13 @@ impl Inflater {
     pub fn buf(&self) -> &[u8] {
         &self.buf
     }
+
+    /// Puts `buf` in place of the output buffer (which it returns): a chunk inflated
+    /// elsewhere becomes the last inflated chunk, or this one is handed over. An empty
+    /// buffer is sized on the next [`Self::inflate`].
+    pub fn swap_buf(&mut self, buf: Vec<u8>) -> Vec<u8> {
+        std::mem::replace(&mut self.buf, buf)
+    }
 }
 
 #[cfg(test)]

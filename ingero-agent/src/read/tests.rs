@@ -9,6 +9,7 @@ use prost::Message;
 
 use anyhow::Result;
 
+use super::ahead::InflateAhead;
 use super::{
     Damage, ExpandedPackets, FileDecoder, PacketReader, Paths, ReadRecord, TimeRange, TraceReader,
     empty_record,
@@ -124,34 +125,53 @@ pub(super) fn repack(packets: &[Vec<u8>]) -> (Vec<u8>, Vec<(u64, usize)>) {
 }
 
 /// Everything the reader yields from `bytes`, then its error if any, and whether it saw a
-/// truncated file.
+/// truncated file. Read with and without the helper thread inflating ahead, which must not
+/// change any of it.
 fn read(dir: &Path, name: &str, bytes: &[u8]) -> (Vec<ReadRecord>, Option<String>, bool) {
     let path = dir.join(name);
     std::fs::write(&path, bytes).expect("write");
-    let mut reader = TraceReader::from_files(vec![path], TimeRange::all());
-    let mut got = Vec::new();
-    let mut err = None;
-    for r in reader.by_ref() {
-        match r {
-            Ok(r) => got.push(r),
-            Err(e) => err = Some(format!("{e:#}")),
+    let read_with = |ahead: bool| {
+        let mut reader =
+            TraceReader::from_files(vec![path.clone()], TimeRange::all()).inflate_ahead(ahead);
+        let mut got = Vec::new();
+        let mut err = None;
+        for r in reader.by_ref() {
+            match r {
+                Ok(r) => got.push(r),
+                Err(e) => err = Some(format!("{e:#}")),
+            }
         }
-    }
-    (got, err, !reader.truncated_files().is_empty())
+        (got, err, !reader.truncated_files().is_empty())
+    };
+    let alone = read_with(false);
+    assert!(
+        read_with(true) == alone,
+        "the helper thread changed what {name} reads as"
+    );
+    alone
 }
 
 /// Reads a file that may hold damaged containers: its records, the damage and the packets
-/// skipped after it.
+/// skipped after it; the same with and without the helper thread.
 fn read_damaged(dir: &Path, name: &str, bytes: &[u8]) -> (Vec<ReadRecord>, Vec<Damage>, u64) {
     let path = dir.join(name);
     std::fs::write(&path, bytes).expect("write");
-    let mut reader = TraceReader::from_files(vec![path], TimeRange::all());
-    let got = reader
-        .by_ref()
-        .collect::<Result<Vec<_>>>()
-        .expect("damaged containers are not errors");
-    assert_eq!(reader.damage().len() as u64, reader.containers_lost());
-    (got, reader.damage().to_vec(), reader.packets_skipped())
+    let read_with = |ahead: bool| {
+        let mut reader =
+            TraceReader::from_files(vec![path.clone()], TimeRange::all()).inflate_ahead(ahead);
+        let got = reader
+            .by_ref()
+            .collect::<Result<Vec<_>>>()
+            .expect("damaged containers are not errors");
+        assert_eq!(reader.damage().len() as u64, reader.containers_lost());
+        (got, reader.damage().to_vec(), reader.packets_skipped())
+    };
+    let alone = read_with(false);
+    assert!(
+        read_with(true) == alone,
+        "the helper thread changed what {name} reads as"
+    );
+    alone
 }
 
 /// Records completed by the first `n` packets of the plain file.
@@ -279,6 +299,40 @@ fn a_corrupt_container_is_lost_and_reported_with_its_offset() {
 }
 
 #[test]
+fn a_helper_out_of_step_is_dropped_and_nothing_is_lost() {
+    let dir = tmp_dir("ahead-step");
+    let packets = packets_of(&written(&dir, 2_000));
+    let (file, containers) = repack(&packets);
+    let decode = |d: &mut FileDecoder| {
+        let mut out = Vec::new();
+        for p in packets_of(&file) {
+            d.packet(&p, &mut out).expect("decode");
+        }
+        out
+    };
+    let want = decode(&mut FileDecoder::new());
+    // The helper reads a copy whose middle container differs from the decoder's in its
+    // checksum only: it is out of step there, and the decoder inflates that container and
+    // the rest itself.
+    let (at, _) = containers[containers.len() / 2];
+    let outer_len = packets_of(&file[at as usize..])[0].len();
+    let mut other = file.clone();
+    let framed_end = at as usize + 1 + put_varint_len(outer_len) + outer_len;
+    other[framed_end - 1] ^= 0x01;
+    // Had the decoder taken the helper's output, that container would have been lost.
+    let changed = packets_of(&other[at as usize..]).remove(0);
+    let z = super::expand::compressed(&changed).expect("a container");
+    assert!(super::inflate::Inflater::default().inflate(z).is_err());
+    let other_path = dir.join("other.pftrace");
+    std::fs::write(&other_path, &other).expect("write");
+    let mut d = FileDecoder::new();
+    d.inflate_ahead(InflateAhead::spawn(&other_path).expect("spawn"));
+    same(&decode(&mut d), &want);
+    assert_eq!(d.containers_lost(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_cut_container_at_the_end_ends_the_file_quietly() {
     let dir = tmp_dir("cut-container");
     let plain = written(&dir, 1_000);
@@ -396,6 +450,13 @@ fn the_launch_argument_gives_the_launch_configuration() {
             "inline {inline}"
         );
     }
+}
+
+/// The length of `v` as a varint.
+fn put_varint_len(v: usize) -> usize {
+    let mut b = Vec::new();
+    put_varint(&mut b, v as u64);
+    b.len()
 }
 
 /// Equal record lists, reporting only the first difference (the lists are long).
@@ -629,16 +690,19 @@ fn for_each_record_yields_what_next_into_yields() {
     for range in [TimeRange::all(), TimeRange::new(mid, mid + 2_000_000)] {
         let want = next_into_all(&paths, range);
         assert!(want.len() > 100, "{} records", want.len());
-        let mut reader = TraceReader::from_files(paths.clone(), range);
-        let mut got = Vec::new();
-        reader
-            .for_each_record(|r| got.push(r.clone()))
-            .expect("for_each");
-        same(&got, &want);
         let mut by_next = TraceReader::from_files(paths.clone(), range);
         let mut rec = empty_record();
         while by_next.next_into(&mut rec).expect("next_into") {}
-        assert_eq!(reader.packets(), by_next.packets());
+        // Inflating on the helper thread or not changes nothing either.
+        for ahead in [false, true] {
+            let mut reader = TraceReader::from_files(paths.clone(), range).inflate_ahead(ahead);
+            let mut got = Vec::new();
+            reader
+                .for_each_record(|r| got.push(r.clone()))
+                .expect("for_each");
+            same(&got, &want);
+            assert_eq!(reader.packets(), by_next.packets());
+        }
     }
     // An error ends the scan with the error, after the records before it (a timestamp whose
     // varint runs past its packet).

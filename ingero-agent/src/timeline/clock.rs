@@ -19,6 +19,12 @@ pub fn thread_cpu_secs() -> f64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID) as f64 / 1e9
 }
 
+/// CPU time the whole process has used (all its threads), in seconds: for benchmarks of work
+/// spread over helper threads.
+pub fn process_cpu_secs() -> f64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID) as f64 / 1e9
+}
+
 /// Reads a clock in nanoseconds (also used for the recording's clock snapshots).
 pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
@@ -27,7 +33,7 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     };
     // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes
     // to it. The clocks used with it (MONOTONIC, REALTIME, BOOTTIME, the
-    // thread's CPU clock) always exist on Linux, so the call cannot fail; if
+    // thread's and the process's CPU clocks) always exist on Linux, so the call cannot fail; if
     // it somehow did, `ts` stays zeroed.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     let secs = u64::try_from(ts.tv_sec).unwrap_or(0);

@@ -319,6 +319,33 @@ fn the_first_pass_skipping_chunks_learns_what_a_full_read_does() {
 }
 
 #[test]
+fn reports_are_the_same_with_the_helper_thread_inflating_or_without() {
+    let spec = SelectionSpec::default();
+    for (name, records) in [
+        ("threads-training", fixtures::training()),
+        ("threads-serving", fixtures::serving()),
+    ] {
+        let path = fixtures::write(name, records);
+        let reports = |ahead: bool| {
+            let mut an = fixtures::open(&path, &spec);
+            an.index.inflate_ahead = ahead;
+            let by_step = QueryMode::GroupBy(vec!["step".into()]);
+            (
+                analyze::query(&an, &by_step).expect("query").json().value(),
+                analyze::explain(&an, None).expect("explain").json().value(),
+                analyze::rank_requests(&an)
+                    .expect("by request")
+                    .json()
+                    .value(),
+            )
+        };
+        let alone = reports(false);
+        assert!(alone.1["events"].as_u64().unwrap_or(0) > 500, "{name}");
+        assert!(reports(true) == alone, "{name}");
+    }
+}
+
+#[test]
 fn json_text_is_the_text_of_its_tree() {
     for (name, records) in [
         ("json-training", fixtures::training()),
