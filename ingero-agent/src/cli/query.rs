@@ -46,9 +46,9 @@ pub struct SelectionArgs {
     /// CSV output.
     #[arg(long)]
     pub csv: bool,
-    /// Threads reading the recording: 1 reads in one thread; 2 (or more) adds a thread that inflates
-    /// the compressed chunks ahead of the decoding (less wall time, a little more CPU time)
-    /// [default: 2 on a machine with more than one CPU]
+    /// Threads reading the recording: 1 reads in one thread; 2 (or more) adds a thread that
+    /// inflates the compressed chunks ahead of the decoding (less wall time, a little more CPU
+    /// time) [default: 2 on a machine with more than one CPU]
     #[arg(short = 'j', long, value_name = "NUM", value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Option<u32>,
 }

@@ -196,7 +196,7 @@ impl TraceReader {
 
     /// Whether each file's containers are inflated on a helper thread, ahead of the decoding
     /// (default: when the machine has more than one CPU). The records are the same either
-    /// way; with the helper a scan takes about 40 % less wall time and slightly more CPU.
+    /// way; with the helper a scan takes up to about 40 % less wall time and a little more CPU.
     /// Skim mode inflates nothing and starts no helper.
     pub fn inflate_ahead(mut self, yes: bool) -> Self {
         self.inflate_ahead = yes;

@@ -21,18 +21,23 @@ pub const EVENTS: u64 = 10_000_000;
 /// Runs of each command.
 const ROUNDS: usize = 3;
 
+/// The baseline row's name: the reader alone (`scan-trace`).
+const RAW_SCAN: &str = "reader raw scan";
+
 /// `-j` of each command: reading in one thread, and with the helper thread inflating ahead.
 const THREADS: [&str; 2] = ["1", "2"];
 
 /// One measured command.
 pub struct Measured {
     pub name: String,
+    /// Its `-j`.
+    pub threads: &'static str,
     pub wall_s: f64,
     pub cpu_s: f64,
     pub max_rss_mb: f64,
 }
 
-fn measure(name: &str, cmd: &mut Command) -> Result<Measured> {
+fn measure(name: &str, threads: &'static str, cmd: &mut Command) -> Result<Measured> {
     let shown = format!("{cmd:?}");
     let start = Instant::now();
     let child = cmd
@@ -56,6 +61,7 @@ fn measure(name: &str, cmd: &mut Command) -> Result<Measured> {
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Ok(Measured {
         name: name.to_owned(),
+        threads,
         wall_s,
         cpu_s: tv(ru.ru_utime) + tv(ru.ru_stime),
         // ru_maxrss is in KiB on Linux.
@@ -111,39 +117,47 @@ pub fn run() -> Result<String> {
     let ingero = bin.join("ingero");
     let t = trace.to_string_lossy().into_owned();
     let scan = bin.join("examples/scan-trace");
-    let commands: [(&str, Vec<&str>); 5] = [
-        ("reader raw scan", vec![]),
-        ("query --json", vec!["query", "--trace", &t, "--json"]),
+    let commands: [(&str, &Path, Vec<&str>); 5] = [
+        (RAW_SCAN, &scan, vec![&t]),
+        (
+            "query --json",
+            &ingero,
+            vec!["query", "--trace", &t, "--json"],
+        ),
         (
             "query --group-by step --json",
+            &ingero,
             vec!["query", "--trace", &t, "--group-by", "step", "--json"],
         ),
-        ("explain --json", vec!["explain", "--trace", &t, "--json"]),
+        (
+            "explain --json",
+            &ingero,
+            vec!["explain", "--trace", &t, "--json"],
+        ),
         (
             "explain --by-request --json",
+            &ingero,
             vec!["explain", "--trace", &t, "--by-request", "--json"],
         ),
     ];
     // Each one in one thread, then with the reader's helper thread inflating ahead.
     let mut runs = Vec::new();
-    for (name, argv) in &commands {
+    for (name, bin, argv) in &commands {
         for threads in THREADS {
-            let j = ["-j", threads];
-            let argv = if argv.is_empty() {
-                args(&scan, &[&[t.as_str()][..], &j].concat())
-            } else {
-                args(&ingero, &[&argv[..], &j].concat())
-            };
-            runs.push((format!("{name} -j {threads}"), argv));
+            runs.push((
+                *name,
+                threads,
+                args(bin, &[&argv[..], &["-j", threads]].concat()),
+            ));
         }
     }
     let mut rows = Vec::new();
-    for (name, argv) in runs {
+    for (name, threads, argv) in runs {
         let mut best: Option<Measured> = None;
         for _ in 0..ROUNDS {
             let mut c = Command::new(&argv[0]);
             c.args(&argv[1..]);
-            let m = measure(&name, &mut c)?;
+            let m = measure(name, threads, &mut c)?;
             best = Some(match best {
                 Some(b) => {
                     let max_rss_mb = b.max_rss_mb.max(m.max_rss_mb);
@@ -195,18 +209,17 @@ fn markdown(rows: &[Measured], records: u64, size: u64) -> String {
         size as f64 / 1e6
     );
     // Each command against the raw scan with the same threads.
-    let scan_cpu = |name: &str| {
-        let j = name.rsplit(" -j ").next().unwrap_or_default();
+    let scan_cpu = |threads: &str| {
         rows.iter()
-            .find(|r| r.name == format!("reader raw scan -j {j}"))
+            .find(|r| r.name == RAW_SCAN && r.threads == threads)
             .map(|r| r.cpu_s)
     };
     for r in rows {
         let per_core = records as f64 / r.cpu_s.max(1e-9) / 1e6;
         let wall = records as f64 / r.wall_s.max(1e-9) / 1e6;
         let ratio =
-            scan_cpu(&r.name).map_or("-".to_owned(), |b| format!("{:.2}", r.cpu_s / b.max(1e-9)));
-        let target = if r.name.starts_with("reader raw scan") {
+            scan_cpu(r.threads).map_or("-".to_owned(), |b| format!("{:.2}", r.cpu_s / b.max(1e-9)));
+        let target = if r.name == RAW_SCAN {
             "-".to_owned()
         } else {
             let mark = |ok: bool| if ok { "met" } else { "missed" };
@@ -218,8 +231,8 @@ fn markdown(rows: &[Measured], records: u64, size: u64) -> String {
             )
         };
         s.push_str(&format!(
-            "| {} | {:.2} | {:.2} | {:.1} | {:.2} | {:.2} | {ratio} | {target} |\n",
-            r.name, r.wall_s, r.cpu_s, r.max_rss_mb, per_core, wall
+            "| {} -j {} | {:.2} | {:.2} | {:.1} | {:.2} | {:.2} | {ratio} | {target} |\n",
+            r.name, r.threads, r.wall_s, r.cpu_s, r.max_rss_mb, per_core, wall
         ));
     }
     s
