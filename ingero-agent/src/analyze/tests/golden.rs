@@ -63,3 +63,35 @@ fn serving_text_output() {
             .text(o),
     );
 }
+
+/// The JSON of every report on every fixture, byte for byte: the refactors of the trace format
+/// (the `ingero-trace` crate, its one vocabulary) must leave what `query`/`explain --json`
+/// print unchanged.
+#[test]
+fn json_output_of_every_report() {
+    let fixtures = [
+        ("training", fixtures::training()),
+        ("serving", fixtures::serving()),
+        ("leaky", fixtures::leaky()),
+        ("clean", fixtures::clean()),
+    ];
+    for (name, records) in fixtures {
+        let path = fixtures::write(&format!("golden-json-{name}"), records);
+        let an = fixtures::open(&path, &SelectionSpec::default());
+        let mut out = String::new();
+        let modes = [
+            ("ops", QueryMode::Ops),
+            ("group-by-step", QueryMode::GroupBy(vec!["step".into()])),
+            ("by-request", QueryMode::ByRequest),
+        ];
+        for (mode_name, mode) in modes {
+            let report = analyze::query(&an, &mode).expect("query");
+            out.push_str(&format!("query {mode_name}\n{}\n", report.json()));
+        }
+        let explain = analyze::explain(&an, None).expect("explain");
+        out.push_str(&format!("explain\n{}\n", explain.json()));
+        let ranking = analyze::rank_requests(&an).expect("rank");
+        out.push_str(&format!("explain --by-request\n{}\n", ranking.json()));
+        check(&format!("json-{name}.txt"), &out);
+    }
+}
