@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use ingero_agent::annotate::{
     AnnotationTime, IngestConfig, IngestServer, Peer, ReceivedAnnotation,
 };
-use ingero_agent::timeline::clock::{ClockConverter, monotonic_now_ns, realtime_now_ns};
 use ingero_annotate::{parse_line, parse_line_reference};
+use ingero_trace::clock::{ClockConverter, monotonic_now_ns, realtime_now_ns};
 use tokio::sync::mpsc;
 
 const LINES: usize = 100_000;
@@ -79,7 +79,7 @@ fn ingest(
     let time = AnnotationTime::resolve(wire.span, wire.ts, clock, received_ns, now_real);
     let scope = wire
         .pid
-        .map(|pid| ingero_agent::annotate::ProcessScope { pid, start_time: 1 });
+        .map(|pid| ingero_trace::model::Scope { pid, start_time: 1 });
     tx.try_send(ReceivedAnnotation {
         labels: wire.labels,
         scope,

@@ -16,7 +16,5 @@ pub mod live;
 pub mod output;
 pub mod pipeline;
 pub mod probes;
-pub mod read;
-pub mod record;
 pub mod recording;
 pub mod timeline;

@@ -9,14 +9,13 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
+use ingero_trace::clock::monotonic_now_ns;
+use ingero_trace::model::{AnnotationRecord, Event, FinalStats, TimelineRecord};
+use ingero_trace::write::{Recorder, RecorderConfig};
+
 use crate::{
     annotate::ReceivedAnnotation,
-    decode::Event,
-    record::{FinalStats, Recorder, RecorderConfig, monotonic_now_ns},
-    timeline::{
-        merger::{Merger, MergerConfig},
-        record::{AnnotationRecord, TimelineRecord},
-    },
+    timeline::merger::{Merger, MergerConfig},
 };
 
 /// The recording half of a trace session.

@@ -3,7 +3,7 @@
 //! process whatever the trace length; used for contention, concurrency around slow calls,
 //! allocation spikes and memory growth.
 
-use crate::record::FastMap;
+use ingero_trace::write::FastMap;
 
 /// Bins across the selected range.
 pub const BINS: usize = 1024;

@@ -10,8 +10,8 @@ use super::Analysis;
 use super::fmt;
 use super::labels::ValueId;
 use super::table::csv_cell;
-use crate::decode::CudaArgs;
-use crate::read::ReadRecord;
+use ingero_trace::model::CudaArgs;
+use ingero_trace::model::ReadRecord;
 
 /// How `--events` writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,7 +9,8 @@ use anyhow::Result;
 
 use super::clock::TraceClock;
 use super::labels::LabelIndex;
-use crate::read::{self, ReadRecord, SessionRecord, TimeRange, TraceReader, empty_record};
+use ingero_trace::model::{ReadRecord, SessionRecord};
+use ingero_trace::read::{self, TimeRange, TraceReader, empty_record};
 
 /// What the first pass learnt.
 pub struct TraceIndex {

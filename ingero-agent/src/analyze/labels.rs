@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::read::LabelInterval;
-use crate::record::FastMap;
-use crate::timeline::record::AnnotationRecord;
+use ingero_trace::model::AnnotationRecord;
+use ingero_trace::model::LabelInterval;
+use ingero_trace::write::FastMap;
 
 /// A label value, interned (index into [`LabelIndex::value`]).
 pub type ValueId = u32;
@@ -326,7 +326,7 @@ fn spans_at(s: &Spans, t: u64, out: &mut Vec<ValueId>) {
 #[cfg(test)]
 pub(crate) mod test_records {
     use super::*;
-    use crate::timeline::record::Scope;
+    use ingero_trace::model::Scope;
 
     /// `key` = `value` over `[start, end)` in a process's scope (`None`: trace-wide).
     pub fn state(

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use super::activity::{Activity, ProcBins};
 use super::processes::ProcStats;
-use crate::decode::CudaArgs;
-use crate::read::CudaCallRecord;
+use ingero_trace::model::CudaArgs;
+use ingero_trace::model::CudaCallRecord;
 
 /// The calls summed so far and what lets the next one join.
 pub struct ProcRun {
@@ -122,7 +122,7 @@ mod tests {
     use ingero_ebpf::CudaOp;
 
     use super::*;
-    use crate::read::ThreadRef;
+    use ingero_trace::model::ThreadRef;
 
     /// Calls of two processes and their threads: plain launches, allocations, frees, failures,
     /// a renamed main thread, late calls and calls across bin edges.

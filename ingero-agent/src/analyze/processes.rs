@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use ingero_ebpf::CudaOp;
 
-use crate::decode::CudaArgs;
-use crate::read::CudaCallRecord;
-use crate::record::FastMap;
+use ingero_trace::model::CudaArgs;
+use ingero_trace::model::CudaCallRecord;
+use ingero_trace::write::FastMap;
 
 /// First calls kept per process and operation, for the cold-start rule.
 pub const FIRST_CALLS: usize = 5;

@@ -16,7 +16,7 @@ use super::groups::{
 };
 use super::labels::LabelIndex;
 use super::pid_slots::PidSlots;
-use crate::read::{CudaCallRecord, OffCpuRecord};
+use ingero_trace::model::{CudaCallRecord, OffCpuRecord};
 
 /// A group an event is added to: the whole selection, or a slot of one grouping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -316,9 +316,9 @@ mod tests {
 
     use super::*;
     use crate::analyze::labels::test_records::state;
-    use crate::decode::{CudaArgs, MemcpyKind};
-    use crate::read::ThreadRef;
-    use crate::record::FastMap;
+    use ingero_trace::model::ThreadRef;
+    use ingero_trace::model::{CudaArgs, MemcpyKind};
+    use ingero_trace::write::FastMap;
 
     fn index() -> LabelIndex {
         let mut ix = LabelIndex::default();

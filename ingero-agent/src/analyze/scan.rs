@@ -19,8 +19,8 @@ use super::processes::ProcStats;
 use super::routes::{Routes, Sinks};
 use super::selection::Selection;
 use super::slow_calls::{OffCpuRings, SlowCalls};
-use crate::decode::CudaArgs;
-use crate::read::{CudaCallRecord, OffCpuRecord};
+use ingero_trace::model::CudaArgs;
+use ingero_trace::model::{CudaCallRecord, OffCpuRecord};
 
 /// The second pass in progress.
 pub struct Scan<'a> {

@@ -9,7 +9,7 @@ use ingero_ebpf::CudaOp;
 use super::clock::TraceClock;
 use super::labels::{LabelIndex, ValueId};
 use super::timespec;
-use crate::read::TimeRange;
+use ingero_trace::read::TimeRange;
 
 /// `--at T` looks at this much time either side of T.
 pub const AT_WINDOW_NS: u64 = 1_000_000_000;

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use crate::read::{ReadRecord, TimeRange, TraceReader, recording_files};
-use crate::record::trace_files_in;
+use ingero_trace::model::ReadRecord;
+use ingero_trace::read::{TimeRange, TraceReader, recording_files};
+use ingero_trace::write::trace_files_in;
 
 /// Environment variable naming the default recording (file or directory).
 pub const TRACE_ENV: &str = "INGERO_TRACE";

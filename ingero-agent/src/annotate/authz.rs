@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use ingero_annotate::RejectReason;
 
-use super::received::{Peer, ProcessScope};
+use ingero_trace::model::Scope;
+
+use super::received::Peer;
 
 /// How long a looked-up process stays cached per connection. A writer
 /// typically scopes every line to the same pid; re-reading /proc for each
@@ -80,7 +82,7 @@ impl PidAuthorizer {
         pid: u32,
         claimed_start: Option<u64>,
         now: Instant,
-    ) -> Result<ProcessScope, RejectReason> {
+    ) -> Result<Scope, RejectReason> {
         let info = self.lookup(pid, now)?;
         if peer.uid != 0 && peer.uid != info.uid {
             return Err(RejectReason::PidNotPermitted);
@@ -88,7 +90,7 @@ impl PidAuthorizer {
         if claimed_start.is_some_and(|st| st != info.start_time) {
             return Err(RejectReason::StartTimeMismatch);
         }
-        Ok(ProcessScope {
+        Ok(Scope {
             pid,
             start_time: info.start_time,
         })
@@ -158,7 +160,7 @@ mod tests {
         let scope = a.authorize(&peer, me, None, now);
         assert_eq!(
             scope,
-            Ok(ProcessScope {
+            Ok(Scope {
                 pid: me,
                 start_time: info.start_time
             })

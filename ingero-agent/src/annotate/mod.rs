@@ -31,7 +31,7 @@ mod server;
 
 pub use config::IngestConfig;
 pub use counters::IngestCountersSnapshot;
-pub use received::{AnnotationTime, Peer, ProcessScope, ReceivedAnnotation};
+pub use received::{AnnotationTime, Peer, ReceivedAnnotation};
 pub use server::IngestServer;
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use super::authz::PidAuthorizer;
 use super::ratelimit::TokenBucket;
 use super::received::{AnnotationTime, Peer, ReceivedAnnotation};
 use super::server::Shared;
-use crate::timeline::clock::{monotonic_now_ns, realtime_now_ns};
+use ingero_trace::clock::{monotonic_now_ns, realtime_now_ns};
 
 /// The fate of one line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,18 +4,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::timeline::clock::ClockConverter;
-
-/// The process incarnation a scoped annotation binds to. `start_time`
-/// (field 22 of `/proc/<pid>/stat`) is read by the agent, so a reused pid
-/// never inherits labels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ProcessScope {
-    /// The target process.
-    pub pid: u32,
-    /// Its start time in clock ticks since boot.
-    pub start_time: u64,
-}
+use ingero_trace::clock::ClockConverter;
+use ingero_trace::model::{AnnotationRecord, Scope, TimelineRecord};
 
 /// Who wrote the line: SO_PEERCRED of the connection, read once when it
 /// was accepted.
@@ -94,7 +84,7 @@ pub struct ReceivedAnnotation {
     /// key.
     pub labels: Vec<(String, String)>,
     /// `None`: trace-wide.
-    pub scope: Option<ProcessScope>,
+    pub scope: Option<Scope>,
     /// Instant or span, on the trace clock.
     pub time: AnnotationTime,
     /// The writer's credentials.
@@ -154,11 +144,36 @@ impl ReceivedAnnotation {
     }
 }
 
+impl From<&ReceivedAnnotation> for AnnotationRecord {
+    fn from(a: &ReceivedAnnotation) -> Self {
+        let (ts_ns, end_ns) = match a.time {
+            AnnotationTime::Instant { ts_ns, .. } => (ts_ns, None),
+            AnnotationTime::Span {
+                start_ns, end_ns, ..
+            } => (start_ns, Some(end_ns.max(start_ns))),
+        };
+        AnnotationRecord {
+            labels: a.labels.clone(),
+            scope: a.scope,
+            ts_ns,
+            end_ns,
+            provenance_uid: a.provenance.uid,
+            provenance_pid: a.provenance.pid,
+        }
+    }
+}
+
+impl From<&ReceivedAnnotation> for TimelineRecord {
+    fn from(a: &ReceivedAnnotation) -> Self {
+        TimelineRecord::Annotation(a.into())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn sample(time: AnnotationTime, scope: Option<ProcessScope>) -> ReceivedAnnotation {
+    fn sample(time: AnnotationTime, scope: Option<Scope>) -> ReceivedAnnotation {
         ReceivedAnnotation {
             labels: vec![("step".into(), "42".into()), ("phase".into(), "bwd".into())],
             scope,
@@ -180,7 +195,7 @@ mod tests {
                 realtime_ns: 1_700_000_000_000_000_000,
                 stamped_by_agent: false,
             },
-            Some(ProcessScope {
+            Some(Scope {
                 pid: 1234,
                 start_time: 555,
             }),
@@ -222,5 +237,53 @@ mod tests {
         assert_eq!(v["span_start_realtime_ns"], 3);
         assert_eq!(v["span_end_realtime_ns"], 4);
         assert!(v.get("ts_ns").is_none());
+    }
+
+    #[test]
+    fn received_span_and_instant_convert() {
+        let span = ReceivedAnnotation {
+            labels: vec![("request_id".into(), "r1".into())],
+            scope: Some(Scope {
+                pid: 7,
+                start_time: 99,
+            }),
+            time: AnnotationTime::Span {
+                start_ns: 10,
+                end_ns: 20,
+                start_realtime_ns: 1,
+                end_realtime_ns: 2,
+            },
+            provenance: Peer {
+                uid: 1000,
+                gid: 1000,
+                pid: Some(42),
+            },
+            received_ns: 30,
+        };
+        let r = AnnotationRecord::from(&span);
+        assert_eq!((r.ts_ns, r.end_ns), (10, Some(20)));
+        assert_eq!(
+            r.scope,
+            Some(Scope {
+                pid: 7,
+                start_time: 99
+            })
+        );
+        assert_eq!((r.provenance_uid, r.provenance_pid), (1000, Some(42)));
+        let instant = ReceivedAnnotation {
+            time: AnnotationTime::Instant {
+                ts_ns: 5,
+                realtime_ns: 6,
+                stamped_by_agent: true,
+            },
+            scope: None,
+            ..span
+        };
+        let t = TimelineRecord::from(&instant);
+        assert_eq!(t.ts_ns(), 5);
+        let TimelineRecord::Annotation(a) = t else {
+            panic!("not an annotation")
+        };
+        assert_eq!((a.end_ns, a.scope), (None, None));
     }
 }

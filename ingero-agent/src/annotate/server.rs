@@ -18,7 +18,7 @@ use super::listener::{SocketIdentity, bind_socket, remove_if_ours};
 use super::perms::{resolve_group, sudo_hint};
 use super::ratelimit::GlobalLimiter;
 use super::received::{Peer, ReceivedAnnotation};
-use crate::timeline::clock::ClockConverter;
+use ingero_trace::clock::ClockConverter;
 
 /// First pause after a failed accept (EMFILE, ENFILE, ENOMEM...).
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);

@@ -19,13 +19,15 @@ use aya::maps::{MapData, RingBuf};
 use clap::Args;
 use tokio::io::{Interest, unix::AsyncFd};
 
+use ingero_trace::model::{FinalStats, SessionInfo};
+use ingero_trace::write::RecorderConfig;
+
 use crate::{
     annotate::{IngestConfig, IngestServer, ReceivedAnnotation},
     discover::{self, LibraryFile, libraries::Search},
     live::table::{self, Footer},
     pipeline::Pipeline,
     probes::{DRAIN_INTERVAL, LoadOptions, Probes, validate_ringbuf_size},
-    record::{FinalStats, RecorderConfig, SessionInfo},
     recording::Recording,
     timeline::merger::MergerConfig,
 };
@@ -64,16 +66,16 @@ pub struct RecordFlags {
     #[arg(short = 'o', long = "output", value_name = "PATH")]
     pub output: Option<PathBuf>,
     /// Start a new file (self-contained) when the current one reaches this size.
-    #[arg(long, value_name = "BYTES", default_value_t = crate::record::DEFAULT_MAX_FILE_SIZE)]
+    #[arg(long, value_name = "BYTES", default_value_t = ingero_trace::write::DEFAULT_MAX_FILE_SIZE)]
     pub max_file_size: u64,
     /// Delete the oldest recordings of the trace directory beyond this total.
-    #[arg(long, value_name = "BYTES", default_value_t = crate::record::DEFAULT_MAX_TOTAL_SIZE)]
+    #[arg(long, value_name = "BYTES", default_value_t = ingero_trace::write::DEFAULT_MAX_TOTAL_SIZE)]
     pub max_total_size: u64,
     /// Compression of the chunks the recording is written in: 1 (default) ingero's encoder,
     /// which builds the zlib stream from the packets' structure (fastest, and smaller than
     /// libdeflate's level 1 on CUDA calls); 2 … 12 libdeflate's levels (12 smallest); 0
     /// writes packets uncompressed.
-    #[arg(long, value_name = "LEVEL", default_value_t = crate::record::DEFAULT_COMPRESSION_LEVEL,
+    #[arg(long, value_name = "LEVEL", default_value_t = ingero_trace::write::DEFAULT_COMPRESSION_LEVEL,
           value_parser = clap::value_parser!(u32).range(0..=12))]
     pub compression_level: u32,
     /// How long records are held to put them in timestamp order before writing.

@@ -1,199 +1,73 @@
 //! Naming the raw argument words of each CUDA op (x86-64 System V: rdi, rsi, rdx, rcx, r8, r9,
-//! then the stack), and the error codes users see most.
+//! then the stack) as the probes capture them.
 
 use ingero_ebpf::{ALLOC_PTR_SLOT, CudaOp, FREE_SIZE_SLOT, MAX_ARGS};
-
-/// `cudaMemcpyKind`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MemcpyKind {
-    HostToHost,
-    HostToDevice,
-    DeviceToHost,
-    DeviceToDevice,
-    Default,
-    Unknown(u64),
-}
-
-impl MemcpyKind {
-    pub fn from_raw(v: u64) -> Self {
-        match v {
-            0 => Self::HostToHost,
-            1 => Self::HostToDevice,
-            2 => Self::DeviceToHost,
-            3 => Self::DeviceToDevice,
-            4 => Self::Default,
-            other => Self::Unknown(other),
-        }
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::HostToHost => "H2H",
-            Self::HostToDevice => "H2D",
-            Self::DeviceToHost => "D2H",
-            Self::DeviceToDevice => "D2D",
-            Self::Default => "Default",
-            Self::Unknown(_) => "unknown",
-        }
-    }
-}
-
-/// The arguments of a call, named per op.
-#[derive(Clone, Debug, PartialEq)]
-pub enum CudaArgs {
-    /// cudaMalloc, cudaMallocManaged, cudaMallocAsync. `ptr` is the resolved device pointer
-    /// (only on success).
-    Alloc {
-        size: u64,
-        ptr: Option<u64>,
-        stream: Option<u64>,
-    },
-    /// cudaFree, cudaFreeAsync. `size` is what the freed allocation held, when it was seen.
-    Free {
-        ptr: u64,
-        size: Option<u64>,
-        stream: Option<u64>,
-    },
-    /// cudaMallocHost, cudaHostAlloc.
-    HostAlloc { size: u64 },
-    /// cudaFreeHost.
-    HostFree { ptr: u64 },
-    /// cudaLaunchKernel, cudaLaunchCooperativeKernel, cudaLaunchKernelExC.
-    Launch {
-        func: u64,
-        grid: [u32; 3],
-        block: [u32; 3],
-        shared_mem: u64,
-        stream: u64,
-    },
-    /// cudaGraphLaunch.
-    GraphLaunch { graph_exec: u64, stream: u64 },
-    /// cudaMemcpy family. `width`/`height` only for the 2D forms (count = width × height).
-    Memcpy {
-        count: u64,
-        kind: MemcpyKind,
-        stream: Option<u64>,
-        width_height: Option<(u64, u64)>,
-    },
-    /// cudaMemcpyPeer, cudaMemcpyPeerAsync.
-    MemcpyPeer {
-        count: u64,
-        dst_device: i32,
-        src_device: i32,
-        stream: Option<u64>,
-    },
-    /// cudaMemset, cudaMemsetAsync.
-    Memset { count: u64, stream: Option<u64> },
-    /// cudaStreamSynchronize (`stream`), cudaEventSynchronize (`event`), cudaDeviceSynchronize.
-    Sync {
-        stream: Option<u64>,
-        event: Option<u64>,
-    },
-}
+use ingero_trace::model::{CudaArgs, MemcpyKind};
 
 fn dim3(xy: u64, z: u64) -> [u32; 3] {
     [xy as u32, (xy >> 32) as u32, z as u32]
 }
 
-impl CudaArgs {
-    pub fn decode(op: CudaOp, a: &[u64; MAX_ARGS], ret: i32) -> CudaArgs {
-        use CudaOp::*;
-        match op {
-            Malloc | MallocManaged | MallocAsync => CudaArgs::Alloc {
-                size: a[1],
-                ptr: (ret == 0).then_some(a[ALLOC_PTR_SLOT]),
-                stream: (op == MallocAsync).then_some(a[2]),
-            },
-            Free | FreeAsync => CudaArgs::Free {
-                ptr: a[0],
-                size: (a[FREE_SIZE_SLOT] != 0).then_some(a[FREE_SIZE_SLOT]),
-                stream: (op == FreeAsync).then_some(a[1]),
-            },
-            MallocHost | HostAlloc => CudaArgs::HostAlloc { size: a[1] },
-            FreeHost => CudaArgs::HostFree { ptr: a[0] },
-            LaunchKernel | LaunchCooperativeKernel | LaunchKernelExC => CudaArgs::Launch {
-                func: a[0],
-                grid: dim3(a[1], a[2]),
-                block: dim3(a[3], a[4]),
-                shared_mem: a[6],
-                stream: a[7],
-            },
-            GraphLaunch => CudaArgs::GraphLaunch {
-                graph_exec: a[0],
-                stream: a[1],
-            },
-            Memcpy | MemcpyAsync => CudaArgs::Memcpy {
-                count: a[2],
-                kind: MemcpyKind::from_raw(a[3]),
-                stream: (op == MemcpyAsync).then_some(a[4]),
-                width_height: None,
-            },
-            Memcpy2D | Memcpy2DAsync => CudaArgs::Memcpy {
-                count: a[4].saturating_mul(a[5]),
-                kind: MemcpyKind::from_raw(a[6]),
-                stream: (op == Memcpy2DAsync).then_some(a[7]),
-                width_height: Some((a[4], a[5])),
-            },
-            MemcpyPeer | MemcpyPeerAsync => CudaArgs::MemcpyPeer {
-                count: a[4],
-                dst_device: a[1] as i32,
-                src_device: a[3] as i32,
-                stream: (op == MemcpyPeerAsync).then_some(a[5]),
-            },
-            Memset | MemsetAsync => CudaArgs::Memset {
-                count: a[2],
-                stream: (op == MemsetAsync).then_some(a[3]),
-            },
-            StreamSynchronize => CudaArgs::Sync {
-                stream: Some(a[0]),
-                event: None,
-            },
-            EventSynchronize => CudaArgs::Sync {
-                stream: None,
-                event: Some(a[0]),
-            },
-            DeviceSynchronize => CudaArgs::Sync {
-                stream: None,
-                event: None,
-            },
-        }
+/// Names the raw argument words of `op` as the probe captured them.
+pub fn cuda_args(op: CudaOp, a: &[u64; MAX_ARGS], ret: i32) -> CudaArgs {
+    use CudaOp::*;
+    match op {
+        Malloc | MallocManaged | MallocAsync => CudaArgs::Alloc {
+            size: a[1],
+            ptr: (ret == 0).then_some(a[ALLOC_PTR_SLOT]),
+            stream: (op == MallocAsync).then_some(a[2]),
+        },
+        Free | FreeAsync => CudaArgs::Free {
+            ptr: a[0],
+            size: (a[FREE_SIZE_SLOT] != 0).then_some(a[FREE_SIZE_SLOT]),
+            stream: (op == FreeAsync).then_some(a[1]),
+        },
+        MallocHost | HostAlloc => CudaArgs::HostAlloc { size: a[1] },
+        FreeHost => CudaArgs::HostFree { ptr: a[0] },
+        LaunchKernel | LaunchCooperativeKernel | LaunchKernelExC => CudaArgs::Launch {
+            func: a[0],
+            grid: dim3(a[1], a[2]),
+            block: dim3(a[3], a[4]),
+            shared_mem: a[6],
+            stream: a[7],
+        },
+        GraphLaunch => CudaArgs::GraphLaunch {
+            graph_exec: a[0],
+            stream: a[1],
+        },
+        Memcpy | MemcpyAsync => CudaArgs::Memcpy {
+            count: a[2],
+            kind: MemcpyKind::from_raw(a[3]),
+            stream: (op == MemcpyAsync).then_some(a[4]),
+            width_height: None,
+        },
+        Memcpy2D | Memcpy2DAsync => CudaArgs::Memcpy {
+            count: a[4].saturating_mul(a[5]),
+            kind: MemcpyKind::from_raw(a[6]),
+            stream: (op == Memcpy2DAsync).then_some(a[7]),
+            width_height: Some((a[4], a[5])),
+        },
+        MemcpyPeer | MemcpyPeerAsync => CudaArgs::MemcpyPeer {
+            count: a[4],
+            dst_device: a[1] as i32,
+            src_device: a[3] as i32,
+            stream: (op == MemcpyPeerAsync).then_some(a[5]),
+        },
+        Memset | MemsetAsync => CudaArgs::Memset {
+            count: a[2],
+            stream: (op == MemsetAsync).then_some(a[3]),
+        },
+        StreamSynchronize => CudaArgs::Sync {
+            stream: Some(a[0]),
+            event: None,
+        },
+        EventSynchronize => CudaArgs::Sync {
+            stream: None,
+            event: Some(a[0]),
+        },
+        DeviceSynchronize => CudaArgs::Sync {
+            stream: None,
+            event: None,
+        },
     }
-
-    /// Bytes moved or allocated, where the op has such a size.
-    pub fn bytes(&self) -> Option<u64> {
-        match self {
-            CudaArgs::Alloc { size, .. } | CudaArgs::HostAlloc { size } => Some(*size),
-            CudaArgs::Free { size, .. } => *size,
-            CudaArgs::Memcpy { count, .. }
-            | CudaArgs::MemcpyPeer { count, .. }
-            | CudaArgs::Memset { count, .. } => Some(*count),
-            _ => None,
-        }
-    }
-}
-
-/// The name of a `cudaError_t`, for the codes users meet most.
-pub fn cuda_error_name(code: i32) -> Option<&'static str> {
-    Some(match code {
-        0 => "cudaSuccess",
-        1 => "cudaErrorInvalidValue",
-        2 => "cudaErrorMemoryAllocation",
-        3 => "cudaErrorInitializationError",
-        4 => "cudaErrorCudartUnloading",
-        9 => "cudaErrorInvalidConfiguration",
-        35 => "cudaErrorInsufficientDriver",
-        98 => "cudaErrorInvalidDeviceFunction",
-        100 => "cudaErrorNoDevice",
-        101 => "cudaErrorInvalidDevice",
-        200 => "cudaErrorInvalidKernelImage",
-        209 => "cudaErrorNoKernelImageForDevice",
-        400 => "cudaErrorInvalidResourceHandle",
-        600 => "cudaErrorNotReady",
-        700 => "cudaErrorIllegalAddress",
-        701 => "cudaErrorLaunchOutOfResources",
-        702 => "cudaErrorLaunchTimeout",
-        719 => "cudaErrorLaunchFailure",
-        999 => "cudaErrorUnknown",
-        _ => return None,
-    })
 }

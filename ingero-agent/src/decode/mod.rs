@@ -4,10 +4,9 @@
 //! never a panic.
 
 mod cuda_args;
-mod event;
 
-pub use cuda_args::{CudaArgs, MemcpyKind, cuda_error_name};
-pub use event::{Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task};
+pub use cuda_args::cuda_args;
+use ingero_trace::model::{Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task};
 
 use ingero_ebpf::{
     CudaOp, CudaRecord, OffCpuReason, OffCpuRecord, ProcessRecord, RecordHeader, RecordKind,
@@ -75,7 +74,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 task: task(&r.header),
                 op,
                 ret,
-                args: CudaArgs::decode(op, &r.args, ret),
+                args: cuda_args(op, &r.args, ret),
             }))
         }
         RecordKind::OffCpu => {

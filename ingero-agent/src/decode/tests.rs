@@ -6,6 +6,7 @@ use ingero_ebpf::{
 };
 
 use super::*;
+use ingero_trace::model::{CudaArgs, MemcpyKind};
 
 fn comm(s: &str) -> [u8; COMM_LEN] {
     let mut c = [0; COMM_LEN];

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use ingero_ebpf::{CudaOp, OffCpuReason};
 
-use crate::decode::{Event, ProcessOp};
+use ingero_trace::model::{Event, ProcessOp};
 
 /// Distinct names kept for "who ran instead".
 pub const MAX_PREEMPTORS: usize = 256;
@@ -133,7 +133,7 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::{Comm, CudaArgs, CudaCall, OffCpu, Task};
+    use ingero_trace::model::{Comm, CudaArgs, CudaCall, OffCpu, Task};
 
     fn call(duration_ns: u64, ret: i32) -> Event {
         Event::Cuda(CudaCall {

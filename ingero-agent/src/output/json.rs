@@ -11,7 +11,9 @@ use std::{borrow::Cow, io::Write};
 
 use serde::{Serialize, Serializer, ser::SerializeMap};
 
-use crate::decode::{CudaArgs, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, cuda_error_name};
+use ingero_trace::model::{
+    CudaArgs, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, cuda_error_name,
+};
 
 /// A 64-bit value shown as `"0x…"`, formatted without allocating.
 struct Hex(u64);
@@ -202,7 +204,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::decode::{Comm, MemcpyKind, Task};
+    use ingero_trace::model::{Comm, MemcpyKind, Task};
 
     fn task() -> Task {
         Task {

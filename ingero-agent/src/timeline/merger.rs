@@ -18,7 +18,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
-use super::record::TimelineRecord;
+use ingero_trace::model::TimelineRecord;
 
 /// Default reorder window.
 pub const DEFAULT_WINDOW: Duration = Duration::from_millis(250);
@@ -182,7 +182,7 @@ impl Merger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timeline::record::AnnotationRecord;
+    use ingero_trace::model::AnnotationRecord;
 
     const MS: u64 = 1_000_000;
 

@@ -1,5 +1,4 @@
-//! The trace timeline: clock conversion (and, later, the merger and label state).
+//! The agent's timeline: the merger that orders probe events and annotations into one
+//! time-ordered stream for the recording.
 
-pub mod clock;
 pub mod merger;
-pub mod record;

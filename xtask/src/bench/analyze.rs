@@ -92,6 +92,13 @@ pub fn run() -> Result<String> {
         "ingero-agent",
         "--bin",
         "ingero",
+    ]))?;
+    run_cmd(cargo().args([
+        "build",
+        "--release",
+        "-q",
+        "-p",
+        "ingero-trace",
         "--example",
         "synth-trace",
         "--example",

@@ -1,4 +1,4 @@
-//! Runs the recording benchmark (ingero-agent/examples/record-bench.rs): bytes per CUDA call on
+//! Runs the recording benchmark (ingero-trace/examples/record-bench.rs): bytes per CUDA call on
 //! a launch-dominated workload, writer and reader throughput on one core.
 
 use std::process::Command;
@@ -8,7 +8,7 @@ use anyhow::Result;
 use crate::util::{output, workspace_root};
 
 pub const COMMAND: &str =
-    "cargo run --release -p ingero-agent --example record-bench -- --events 2000000";
+    "cargo run --release -p ingero-trace --example record-bench -- --events 2000000";
 
 pub fn run() -> Result<String> {
     let text = output(
@@ -19,7 +19,7 @@ pub fn run() -> Result<String> {
                 "-q",
                 "--release",
                 "-p",
-                "ingero-agent",
+                "ingero-trace",
                 "--example",
                 "record-bench",
                 "--",

@@ -7,7 +7,7 @@ use ingero_ebpf::CudaOp;
 use super::{Finding, Severity, proc_name};
 use crate::analyze::Analysis;
 use crate::analyze::aggregate::Aggregate;
-use crate::decode::cuda_error_name;
+use ingero_trace::model::cuda_error_name;
 
 /// The `cudaError_t` name of a code with the number (`cudaErrorInsufficientDriver (35)`); codes
 /// without a known name by number.

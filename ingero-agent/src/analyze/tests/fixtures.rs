@@ -12,10 +12,11 @@ use std::path::PathBuf;
 use ingero_ebpf::{CudaOp, OffCpuReason};
 
 use crate::analyze::{Analysis, SelectionSpec};
-use crate::decode::{Comm, CudaArgs, Event, MemcpyKind, OffCpu, Task};
-use crate::record::synth::{cuda, task};
-use crate::record::{FinalStats, Recorder, RecorderConfig, SessionInfo};
-use crate::timeline::record::{AnnotationRecord, Scope, TimelineRecord};
+use ingero_trace::model::{AnnotationRecord, Scope, TimelineRecord};
+use ingero_trace::model::{Comm, CudaArgs, Event, MemcpyKind, OffCpu, Task};
+use ingero_trace::model::{FinalStats, SessionInfo};
+use ingero_trace::synth::{cuda, task};
+use ingero_trace::write::{Recorder, RecorderConfig};
 
 pub const T0: u64 = 2_000_000_000_000;
 pub const MS: u64 = 1_000_000;

@@ -1,5 +1,5 @@
 //! Tests of `query` and `explain` on synthetic recordings written through the real
-//! [`Recorder`](crate::record::Recorder), each with a planted incident (`fixtures.rs`); the
+//! [`Recorder`](ingero_trace::write::Recorder), each with a planted incident (`fixtures.rs`); the
 //! assertions are on the JSON (`scenarios.rs`) and on the text layout (`golden.rs`).
 
 mod fixtures;

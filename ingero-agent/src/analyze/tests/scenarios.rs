@@ -249,7 +249,7 @@ fn leaking_process_is_found_with_its_growth_rate() {
 
 #[test]
 fn failed_allocations_and_error_codes_are_grouped() {
-    let t = crate::record::synth::task(fixtures::CLEAN, fixtures::CLEAN, "oom");
+    let t = ingero_trace::synth::task(fixtures::CLEAN, fixtures::CLEAN, "oom");
     let mut recs = fixtures::clean();
     for i in 0..3 {
         recs.push(fixtures::malloc(t, T0 + 500 * MS + i * MS, 1 << 34, 0, 2));
@@ -377,9 +377,9 @@ fn json_text_is_the_text_of_its_tree() {
 /// Ten 100 ms steps of the same launches; step 3 spends 300 ms more on the CPU between its
 /// calls (no off-CPU time, nothing else slower) and its sync waits 20 µs longer; step 7
 /// sleeps 300 ms (blocked) and its sync also waits 20 µs longer.
-fn host_bound() -> Vec<crate::timeline::record::TimelineRecord> {
-    use crate::record::synth::task;
+fn host_bound() -> Vec<ingero_trace::model::TimelineRecord> {
     use fixtures::{US, launch, off_cpu, step, sync};
+    use ingero_trace::synth::task;
     let t = task(TRAINER, TRAINER, "trainer");
     let mut v = Vec::new();
     let mut ts = T0;
@@ -450,9 +450,9 @@ fn slow_groups_name_only_the_parts_that_make_the_difference() {
 
 #[test]
 fn group_rows_carry_the_labels_in_force_at_the_start_of_every_interval() {
-    use crate::record::synth::task;
-    use crate::timeline::record::{AnnotationRecord, Scope, TimelineRecord};
     use fixtures::{US, launch, span, step};
+    use ingero_trace::model::{AnnotationRecord, Scope, TimelineRecord};
+    use ingero_trace::synth::task;
     let t = task(TRAINER, TRAINER, "trainer");
     let mut v = vec![TimelineRecord::Annotation(AnnotationRecord {
         labels: vec![("phase".into(), "train".into())],

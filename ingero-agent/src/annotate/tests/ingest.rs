@@ -10,7 +10,7 @@ use super::support::{
     OK, ReplyClient, assert_quiet, collect, connect, label, refused, start, wait_for,
 };
 use crate::annotate::AnnotationTime;
-use crate::timeline::clock::{monotonic_now_ns, realtime_now_ns};
+use ingero_trace::clock::{monotonic_now_ns, realtime_now_ns};
 
 #[tokio::test]
 async fn eight_connections_of_25_lines_all_land() {

@@ -1,0 +1,16 @@
+//! ingero's recording format: the timeline model, its one vocabulary, the Perfetto writer and
+//! the streaming reader.
+//!
+//! Everything that reads or writes a recording builds on this crate: the agent's `trace
+//! --record` writes through [`write::Recorder`]; `query`, `explain` and the exporters read
+//! through [`read::TraceReader`]. It depends on neither aya nor tokio, so tools that only read
+//! recordings do not compile the agent.
+
+pub mod clock;
+pub mod host;
+pub mod model;
+pub mod proto;
+pub mod read;
+pub mod synth;
+pub mod vocab;
+pub mod write;

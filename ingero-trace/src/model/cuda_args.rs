@@ -1,0 +1,129 @@
+//! A CUDA call's arguments, named per op ([`CudaArgs`]), and the error codes users see most.
+
+/// `cudaMemcpyKind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemcpyKind {
+    HostToHost,
+    HostToDevice,
+    DeviceToHost,
+    DeviceToDevice,
+    Default,
+    Unknown(u64),
+}
+
+impl MemcpyKind {
+    pub fn from_raw(v: u64) -> Self {
+        match v {
+            0 => Self::HostToHost,
+            1 => Self::HostToDevice,
+            2 => Self::DeviceToHost,
+            3 => Self::DeviceToDevice,
+            4 => Self::Default,
+            other => Self::Unknown(other),
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::HostToHost => "H2H",
+            Self::HostToDevice => "H2D",
+            Self::DeviceToHost => "D2H",
+            Self::DeviceToDevice => "D2D",
+            Self::Default => "Default",
+            Self::Unknown(_) => "unknown",
+        }
+    }
+}
+
+/// The arguments of a call, named per op.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CudaArgs {
+    /// cudaMalloc, cudaMallocManaged, cudaMallocAsync. `ptr` is the resolved device pointer
+    /// (only on success).
+    Alloc {
+        size: u64,
+        ptr: Option<u64>,
+        stream: Option<u64>,
+    },
+    /// cudaFree, cudaFreeAsync. `size` is what the freed allocation held, when it was seen.
+    Free {
+        ptr: u64,
+        size: Option<u64>,
+        stream: Option<u64>,
+    },
+    /// cudaMallocHost, cudaHostAlloc.
+    HostAlloc { size: u64 },
+    /// cudaFreeHost.
+    HostFree { ptr: u64 },
+    /// cudaLaunchKernel, cudaLaunchCooperativeKernel, cudaLaunchKernelExC.
+    Launch {
+        func: u64,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem: u64,
+        stream: u64,
+    },
+    /// cudaGraphLaunch.
+    GraphLaunch { graph_exec: u64, stream: u64 },
+    /// cudaMemcpy family. `width`/`height` only for the 2D forms (count = width × height).
+    Memcpy {
+        count: u64,
+        kind: MemcpyKind,
+        stream: Option<u64>,
+        width_height: Option<(u64, u64)>,
+    },
+    /// cudaMemcpyPeer, cudaMemcpyPeerAsync.
+    MemcpyPeer {
+        count: u64,
+        dst_device: i32,
+        src_device: i32,
+        stream: Option<u64>,
+    },
+    /// cudaMemset, cudaMemsetAsync.
+    Memset { count: u64, stream: Option<u64> },
+    /// cudaStreamSynchronize (`stream`), cudaEventSynchronize (`event`), cudaDeviceSynchronize.
+    Sync {
+        stream: Option<u64>,
+        event: Option<u64>,
+    },
+}
+
+impl CudaArgs {
+    /// Bytes moved or allocated, where the op has such a size.
+    pub fn bytes(&self) -> Option<u64> {
+        match self {
+            CudaArgs::Alloc { size, .. } | CudaArgs::HostAlloc { size } => Some(*size),
+            CudaArgs::Free { size, .. } => *size,
+            CudaArgs::Memcpy { count, .. }
+            | CudaArgs::MemcpyPeer { count, .. }
+            | CudaArgs::Memset { count, .. } => Some(*count),
+            _ => None,
+        }
+    }
+}
+
+/// The name of a `cudaError_t`, for the codes users meet most.
+pub fn cuda_error_name(code: i32) -> Option<&'static str> {
+    Some(match code {
+        0 => "cudaSuccess",
+        1 => "cudaErrorInvalidValue",
+        2 => "cudaErrorMemoryAllocation",
+        3 => "cudaErrorInitializationError",
+        4 => "cudaErrorCudartUnloading",
+        9 => "cudaErrorInvalidConfiguration",
+        35 => "cudaErrorInsufficientDriver",
+        98 => "cudaErrorInvalidDeviceFunction",
+        100 => "cudaErrorNoDevice",
+        101 => "cudaErrorInvalidDevice",
+        200 => "cudaErrorInvalidKernelImage",
+        209 => "cudaErrorNoKernelImageForDevice",
+        400 => "cudaErrorInvalidResourceHandle",
+        600 => "cudaErrorNotReady",
+        700 => "cudaErrorIllegalAddress",
+        701 => "cudaErrorLaunchOutOfResources",
+        702 => "cudaErrorLaunchTimeout",
+        719 => "cudaErrorLaunchFailure",
+        999 => "cudaErrorUnknown",
+        _ => return None,
+    })
+}

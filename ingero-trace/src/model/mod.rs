@@ -1,0 +1,17 @@
+//! The timeline model: what the agent hands the writer ([`TimelineRecord`]: a probe [`Event`] or
+//! an [`AnnotationRecord`]) and what the reader yields ([`ReadRecord`]).
+
+mod cuda_args;
+mod event;
+mod recorded;
+mod session;
+mod timeline;
+
+pub use cuda_args::{CudaArgs, MemcpyKind, cuda_error_name};
+pub use event::{Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task};
+pub use recorded::{
+    CounterKind, CounterSample, CudaCallRecord, LabelInterval, LifecycleRecord, OffCpuRecord,
+    ReadRecord, SessionRecord, ThreadRef,
+};
+pub use session::{FinalStats, SessionInfo};
+pub use timeline::{AnnotationRecord, Scope, TimelineRecord};

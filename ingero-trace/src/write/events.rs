@@ -1,0 +1,299 @@
+//! Encoding of probe events: CUDA calls as slices on their thread's track (arguments as debug
+//! annotations, errors in the `cuda,error` category), off-CPU intervals on the thread's
+//! `off-CPU` child track, lifecycle as instants, and device memory per process as a counter.
+//!
+//! These are the frequent records, so they are encoded straight into the chunk buffer
+//! (`encode.rs`): no per-event allocation, one hash lookup for a launch's configuration, and
+//! the thread's track from the per-tid cache.
+
+use std::borrow::Cow;
+
+use anyhow::Result;
+
+use super::encode::{self, EventTail};
+use super::interner::{Arg, Cat, Interner, Name, StrKey};
+use super::recorder::Recorder;
+use super::slices::Begun;
+use super::tracks::{Hint, ThreadTrack, TrackKey};
+use crate::model::{
+    CudaArgs, CudaCall, Event, MemcpyKind, OffCpu, ProcessEvent, ProcessOp, Task, cuda_error_name,
+};
+use crate::proto::event_type;
+use crate::vocab::{LaunchConfig, launch_text};
+
+/// `MemcpyKind` as written: its label, or `unknown:<raw>`.
+pub fn memcpy_kind_text(kind: MemcpyKind) -> String {
+    memcpy_kind_str(kind).into_owned()
+}
+
+fn memcpy_kind_str(kind: MemcpyKind) -> Cow<'static, str> {
+    match kind {
+        MemcpyKind::Unknown(v) => Cow::Owned(format!("unknown:{v}")),
+        k => Cow::Borrowed(k.label()),
+    }
+}
+
+/// A string value through the sequence's interning table (inline past its cap).
+fn string_arg(buf: &mut Vec<u8>, interner: &mut Interner, arg: Arg, key: StrKey<'_>) {
+    match interner.string(key.clone()) {
+        Some(iid) => encode::arg_string_iid(buf, arg.iid(), iid),
+        None => encode::arg_string(buf, arg.iid(), key.render().as_bytes()),
+    }
+}
+
+/// The debug annotations of a CUDA call's arguments.
+fn cuda_args(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
+    let stream = |buf: &mut Vec<u8>, interner: &mut Interner, s: Option<u64>| {
+        if let Some(s) = s {
+            string_arg(buf, interner, Arg::Stream, StrKey::Ptr(s));
+        }
+    };
+    match *a {
+        CudaArgs::Launch {
+            func,
+            grid,
+            block,
+            shared_mem,
+            stream,
+        } => {
+            let l = LaunchConfig {
+                func,
+                grid,
+                block,
+                shared_mem,
+                stream,
+            };
+            match interner.launch(&l) {
+                Some(iid) => encode::arg_string_iid(buf, Arg::Launch.iid(), iid),
+                None => encode::arg_string(buf, Arg::Launch.iid(), launch_text(&l).as_bytes()),
+            }
+        }
+        CudaArgs::Alloc {
+            size,
+            ptr,
+            stream: s,
+        } => {
+            encode::arg_uint(buf, Arg::Size.iid(), size);
+            if let Some(p) = ptr {
+                encode::arg_pointer(buf, Arg::Ptr.iid(), p);
+            }
+            stream(buf, interner, s);
+        }
+        CudaArgs::Free {
+            ptr,
+            size,
+            stream: s,
+        } => {
+            encode::arg_pointer(buf, Arg::Ptr.iid(), ptr);
+            if let Some(size) = size {
+                encode::arg_uint(buf, Arg::Size.iid(), size);
+            }
+            stream(buf, interner, s);
+        }
+        CudaArgs::HostAlloc { size } => encode::arg_uint(buf, Arg::Size.iid(), size),
+        CudaArgs::HostFree { ptr } => encode::arg_pointer(buf, Arg::Ptr.iid(), ptr),
+        CudaArgs::GraphLaunch {
+            graph_exec,
+            stream: s,
+        } => {
+            string_arg(buf, interner, Arg::GraphExec, StrKey::Ptr(graph_exec));
+            stream(buf, interner, Some(s));
+        }
+        CudaArgs::Memcpy {
+            count,
+            kind,
+            stream: s,
+            width_height,
+        } => {
+            encode::arg_uint(buf, Arg::Count.iid(), count);
+            let k = memcpy_kind_str(kind);
+            string_arg(buf, interner, Arg::Kind, StrKey::Text(&k));
+            if let Some((w, h)) = width_height {
+                encode::arg_uint(buf, Arg::Width.iid(), w);
+                encode::arg_uint(buf, Arg::Height.iid(), h);
+            }
+            stream(buf, interner, s);
+        }
+        CudaArgs::MemcpyPeer {
+            count,
+            dst_device,
+            src_device,
+            stream: s,
+        } => {
+            encode::arg_uint(buf, Arg::Count.iid(), count);
+            encode::arg_int(buf, Arg::DstDevice.iid(), i64::from(dst_device));
+            encode::arg_int(buf, Arg::SrcDevice.iid(), i64::from(src_device));
+            stream(buf, interner, s);
+        }
+        CudaArgs::Memset { count, stream: s } => {
+            encode::arg_uint(buf, Arg::Count.iid(), count);
+            stream(buf, interner, s);
+        }
+        CudaArgs::Sync { stream: s, event } => {
+            stream(buf, interner, s);
+            if let Some(ev) = event {
+                string_arg(buf, interner, Arg::Event, StrKey::Ptr(ev));
+            }
+        }
+    }
+}
+
+impl Recorder {
+    /// The uuid of a task's thread or off-CPU track: the per-tid cache, else the registry
+    /// (which describes the track first if this file has not).
+    #[inline(always)]
+    fn thread_track(&mut self, kind: ThreadTrack, task: &Task) -> Result<u64> {
+        match self.tracks.cached(kind, task.tid) {
+            Some(uuid) => Ok(uuid),
+            None => self.thread_track_slow(kind, task),
+        }
+    }
+
+    #[cold]
+    fn thread_track_slow(&mut self, kind: ThreadTrack, task: &Task) -> Result<u64> {
+        let key = match kind {
+            ThreadTrack::Thread => TrackKey::Thread(task.tid),
+            ThreadTrack::OffCpu => TrackKey::OffCpu(task.tid),
+        };
+        let comm = task.comm.as_str();
+        self.track(
+            &key,
+            Hint {
+                pid: task.pid,
+                comm: &comm,
+            },
+        )
+    }
+
+    /// Registers `[ts, ts + duration]` on `track`: queued on the main sequence (possibly
+    /// clamped to nest), written right away on the late one.
+    #[inline(always)]
+    fn begin_slice(&mut self, late: bool, track: u64, ts: u64, duration: u64) -> Begun {
+        let end = ts.saturating_add(duration);
+        if late {
+            Begun {
+                end: end.max(ts),
+                clamped_from_ns: None,
+            }
+        } else {
+            self.open_slice(track, ts, end)
+        }
+    }
+
+    pub(super) fn write_event(&mut self, e: &Event, late: bool) -> Result<()> {
+        match e {
+            Event::Cuda(c) => self.write_cuda(c, late),
+            Event::OffCpu(o) => self.write_off_cpu(o, late),
+            Event::Process(p) => self.write_process(p, late),
+        }
+    }
+
+    #[inline]
+    fn write_cuda(&mut self, c: &CudaCall, late: bool) -> Result<()> {
+        let track = self.thread_track(ThreadTrack::Thread, &c.task)?;
+        let begun = self.begin_slice(late, track, c.ts_ns, c.duration_ns);
+        let e = self.event_open(late, c.ts_ns)?;
+        let (buf, seq) = self.event_args(&e);
+        if c.ret != 0 {
+            encode::category(buf, Cat::CudaError.iid());
+        }
+        cuda_args(buf, &mut seq.interner, &c.args);
+        if c.ret != 0 {
+            encode::arg_int(buf, Arg::Ret.iid(), i64::from(c.ret));
+            if let Some(name) = cuda_error_name(c.ret) {
+                string_arg(buf, &mut seq.interner, Arg::Error, StrKey::Text(name));
+            }
+        }
+        if let Some(d) = begun.clamped_from_ns {
+            encode::arg_uint(buf, Arg::ClampedFromNs.iid(), d);
+        }
+        let name = seq.interner.name(Name::Op(c.op));
+        self.event_close(e, &EventTail::named(event_type::SLICE_BEGIN, name, track))?;
+        if late {
+            self.late_slice_end(track, begun.end)?;
+        }
+        if matches!(c.args, CudaArgs::Alloc { .. } | CudaArgs::Free { .. }) {
+            self.track_device_memory(c, late)?;
+        }
+        Ok(())
+    }
+
+    fn track_device_memory(&mut self, c: &CudaCall, late: bool) -> Result<()> {
+        if c.ret != 0 {
+            return Ok(());
+        }
+        let delta = match c.args {
+            CudaArgs::Alloc { size, .. } => i64::try_from(size).unwrap_or(i64::MAX),
+            CudaArgs::Free {
+                size: Some(size), ..
+            } => -i64::try_from(size).unwrap_or(i64::MAX),
+            _ => return Ok(()),
+        };
+        let total = {
+            let t = self.device_memory.entry(c.task.pid).or_insert(0);
+            *t = t.saturating_add(delta).max(0);
+            *t
+        };
+        let comm = c.task.comm.as_str();
+        let track = self.track(
+            &TrackKey::DeviceMemory(c.task.pid),
+            Hint {
+                pid: c.task.pid,
+                comm: &comm,
+            },
+        )?;
+        self.counter(late, track, c.ts_ns, total)
+    }
+
+    fn write_off_cpu(&mut self, o: &OffCpu, late: bool) -> Result<()> {
+        let track = self.thread_track(ThreadTrack::OffCpu, &o.task)?;
+        let begun = self.begin_slice(late, track, o.ts_ns, o.duration_ns);
+        let e = self.event_open(late, o.ts_ns)?;
+        let (buf, seq) = self.event_args(&e);
+        encode::category(buf, Cat::Sched.iid());
+        encode::arg_uint(buf, Arg::NextTid.iid(), u64::from(o.next_tid));
+        let next = o.next_comm.as_str();
+        string_arg(buf, &mut seq.interner, Arg::NextComm, StrKey::Text(&next));
+        encode::arg_int(buf, Arg::PrevState.iid(), o.prev_state);
+        encode::arg_uint(buf, Arg::Cpu.iid(), u64::from(o.task.cpu));
+        if let Some(d) = begun.clamped_from_ns {
+            encode::arg_uint(buf, Arg::ClampedFromNs.iid(), d);
+        }
+        let name = seq.interner.name(Name::OffCpu(o.reason));
+        self.event_close(e, &EventTail::named(event_type::SLICE_BEGIN, name, track))?;
+        if late {
+            self.late_slice_end(track, begun.end)?;
+        }
+        Ok(())
+    }
+
+    fn write_process(&mut self, p: &ProcessEvent, late: bool) -> Result<()> {
+        if p.op == ProcessOp::Exec {
+            // New image, new name: describe the process and thread again before the instant.
+            let comm = p.task.comm.as_str();
+            self.tracks.refresh_process(p.task.pid, &comm);
+        }
+        let track = self.thread_track(ThreadTrack::Thread, &p.task)?;
+        let e = self.event_open(late, p.ts_ns)?;
+        let (buf, seq) = self.event_args(&e);
+        encode::category(buf, Cat::Process.iid());
+        encode::arg_uint(buf, Arg::OtherPid.iid(), u64::from(p.other_pid));
+        encode::arg_bool(buf, Arg::CloneFlagsKnown.iid(), p.clone_flags_known);
+        if !p.text.is_empty() {
+            encode::arg_string(buf, Arg::Text.iid(), p.text.as_bytes());
+        }
+        let name = seq.interner.name(Name::Lifecycle(p.op));
+        self.event_close(e, &EventTail::named(event_type::INSTANT, name, track))?;
+        match p.op {
+            ProcessOp::Exit => {
+                let at = if late { self.main.last_ts() } else { p.ts_ns };
+                self.end_scope(p.task.pid, at)?;
+                self.tracks.forget_process(p.task.pid);
+                self.device_memory.remove(&p.task.pid);
+            }
+            ProcessOp::ThreadExit => self.tracks.forget_thread(p.task.tid),
+            _ => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,77 @@
+//! `record/`: the streaming writer of Perfetto's native protobuf trace format (a stream of
+//! `TracePacket`s; open the file at ui.perfetto.dev).
+//!
+//! # Interface
+//! ```ignore
+//! let mut rec = Recorder::create(RecorderConfig { path: Some("/tmp/run.pftrace".into()),
+//!     session: SessionInfo::this_host(), ..Default::default() })?;
+//! rec.write(&timeline_record)?;      // in timestamp order, as the merger releases them
+//! rec.record_drops(ts_ns, total)?;   // drop counter samples
+//! rec.flush()?;                      // at least once a second: writes the pending chunk
+//! let files = rec.finish(&FinalStats { .. })?;
+//! ```
+//! - [`RecorderConfig`]: `path` (`-o`), else `dir` (default `~/.ingero/traces/` of the
+//!   invoking user; under sudo `SUDO_USER`'s, files chowned to them), `max_file_size`
+//!   (rotation: bytes written plus the pending chunk's raw size), `max_total_size`
+//!   (retention), [`SessionInfo`], `stamp_machine_id`, `machine_id`, `compression_level`.
+//! - [`Recorder::current_path`], [`Recorder::counters`].
+//!
+//! # What a file holds
+//! - Main sequence (id 1): first packet = `SEQ_INCREMENTAL_STATE_CLEARED`, defaults
+//!   (`timestamp_clock_id` = 64), a ClockSnapshot (clock 64 incremental, MONOTONIC, BOOTTIME,
+//!   REALTIME) and the fixed interned vocabulary; later packets `SEQ_NEEDS_INCREMENTAL_STATE`
+//!   with delta timestamps. A snapshot again at least every 10 s of trace time.
+//! - Late sequence (id 2): records that arrived after later ones were written, with absolute
+//!   MONOTONIC timestamps (defaults `timestamp_clock_id` = 3).
+//! - Session metadata: instant `session` on track `ingero` with debug annotations (host,
+//!   kernel, agent_version, command_line, targets, probes, machine_id, file_index,
+//!   started_realtime_ns) at the start of every file; final statistics: instant `statistics`
+//!   with `events.*`, `drops.*`, `rejected.*`, `recorder.*`. TrackEvent instants rather than a
+//!   dedicated proto: the UI shows them and no Perfetto message fits free-form session data.
+//! - Tracks: see `tracks.rs`. Events: see `events.rs` and `labels.rs`. Names: `schema.rs`.
+//! - Every file is self-contained: a rotation ends open slices in the old file, resets the
+//!   sequences, and describes tracks again before use in the new one.
+//! - The main and late sequences also start afresh (incremental state cleared, clock 64 and
+//!   the fixed vocabulary restated, without `first_packet_on_sequence`) at the head of a chunk
+//!   every `restart_bytes` (4 MiB) of chunks or 60 s of trace time, so a reader that loses a
+//!   damaged chunk resumes at the next restart.
+//! - Packets are written in chunks (`chunk.rs`): up to 256 KiB of packets compressed with
+//!   zlib (`compression_level`: 1, the default, is `deflate/`'s packet-structured encoder,
+//!   2–12 libdeflate) into ONE packet whose only field is
+//!   `compressed_packets` (field 50), which trace_processor expands in place. A chunk is
+//!   written when full and on every `flush` (the caller flushes each second), rotation and
+//!   `finish`, so a SIGKILL loses at most the last second; a reader stops cleanly at a
+//!   truncated last chunk. A packet bigger than a chunk is written plain. Level 0 writes every
+//!   packet plain.
+//! - `machine_id` on every packet (trace_processor routes each packet by its own); the default
+//!   id is folded to 21 bits (a 3-byte varint, see `clocks.rs`).
+//! - A kernel launch carries one argument, `launch` = [`vocab::launch_text`] of its whole
+//!   configuration, interned once per distinct configuration.
+
+mod chunk;
+mod clocks;
+mod config;
+mod deflate;
+mod encode;
+mod events;
+mod files;
+mod interner;
+mod labels;
+mod recorder;
+mod sequence;
+mod slices;
+mod tracks;
+
+pub use config::{
+    CLOCK_SNAPSHOT_INTERVAL_NS, DEFAULT_COMPRESSION_LEVEL, DEFAULT_MAX_FILE_SIZE,
+    DEFAULT_MAX_TOTAL_SIZE, DEFAULT_RESTART_BYTES, RESTART_INTERVAL_NS, RecorderConfig,
+};
+pub use events::memcpy_kind_text;
+pub use files::{FILE_EXT, FILE_PREFIX, trace_files_in};
+pub use interner::FastMap;
+pub use recorder::{Recorder, RecorderCounters};
+
+#[cfg(test)]
+mod chunk_tests;
+#[cfg(test)]
+mod tests;
