@@ -25,7 +25,7 @@ use anyhow::{Context, Result};
 use ingero_trace::clock::{process_cpu_secs, thread_cpu_secs};
 use ingero_trace::model::FinalStats;
 use ingero_trace::model::ReadRecord;
-use ingero_trace::proto::wire::put_varint;
+use ingero_trace::proto::varint;
 use ingero_trace::read::{ChunkedPackets, TimeRange, TraceReader, empty_record};
 use ingero_trace::synth;
 use ingero_trace::write::{Recorder, RecorderConfig};
@@ -33,7 +33,7 @@ use libdeflater::{CompressionLvl, Compressor, Decompressor};
 
 fn frame(out: &mut Vec<u8>, tag: &[u8], packet: &[u8]) {
     out.extend_from_slice(tag);
-    put_varint(out, packet.len() as u64);
+    varint::put(out, packet.len() as u64);
     out.extend_from_slice(packet);
 }
 

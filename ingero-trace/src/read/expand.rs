@@ -8,10 +8,8 @@ use anyhow::{Context, Result, bail};
 
 use super::PacketReader;
 use super::inflate::Inflater;
-use super::scan::{Cur, Wire};
-
-/// `TracePacket.compressed_packets`.
-const COMPRESSED_PACKETS: u32 = 50;
+use crate::proto::TracePacket;
+use crate::proto::scan::{Cur, Wire};
 
 pub struct ExpandedPackets<R> {
     inner: PacketReader<R>,
@@ -89,7 +87,7 @@ pub(super) fn compressed(p: &[u8]) -> Option<&[u8]> {
     let mut c = Cur::new(p);
     let mut z = None;
     while let Ok(Some((num, w))) = c.field() {
-        if num == COMPRESSED_PACKETS {
+        if num == TracePacket::COMPRESSED_PACKETS {
             z = Some(w.bytes());
         }
     }

@@ -17,6 +17,8 @@ use super::ahead::InflateAhead;
 use super::decoder::{ClocksSeen, Decoder, Paths, Step};
 use super::inflate::{InflateError, Inflater};
 use crate::model::ReadRecord;
+use crate::proto::FRAME;
+use crate::proto::varint;
 
 /// The decoding state of one file.
 pub struct FileDecoder {
@@ -234,7 +236,7 @@ impl FileDecoder {
         let mut at = *pos;
         let mut n = 0u64;
         let mut stopped = false;
-        while let Some(&[0x0A, len]) = buf.get(at..at + 2) {
+        while let Some(&[FRAME, len]) = buf.get(at..at + 2) {
             let next = at + 2 + usize::from(len);
             let Some(p) = buf.get(at + 2..next).filter(|_| len < 0x80) else {
                 break;
@@ -269,7 +271,7 @@ impl FileDecoder {
                 return Ok(false);
             };
             self.pos = range.end;
-            if tag != 0x0A {
+            if tag != FRAME {
                 // As at the top of a file: other length-delimited fields are skipped.
                 if tag & 7 != 2 {
                     self.lose_container(fail(&format!("unexpected field tag {tag:#x}")));
@@ -308,16 +310,8 @@ fn inner_packet(buf: &[u8], at: usize) -> Option<(u8, std::ops::Range<usize>)> {
         }
     }
     let tag = *buf.get(at)?;
-    let mut len: u64 = 0;
     let mut i = at + 1;
-    for shift in (0..64).step_by(7) {
-        let b = *buf.get(i)?;
-        i += 1;
-        len |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            let end = i.checked_add(usize::try_from(len).ok()?)?;
-            return (end <= buf.len()).then_some((tag, i..end));
-        }
-    }
-    None
+    let len = varint::read(buf, &mut i)?;
+    let end = i.checked_add(usize::try_from(len).ok()?)?;
+    (end <= buf.len()).then_some((tag, i..end))
 }

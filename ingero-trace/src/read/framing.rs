@@ -7,6 +7,8 @@ use std::ops::Range;
 
 use anyhow::{Context, Result, bail};
 
+use crate::proto::{FRAME, varint, wire_type};
+
 /// Upper bound on one packet: far above anything ingero writes, low enough that a corrupt
 /// length cannot make the reader allocate gigabytes.
 pub const MAX_PACKET: usize = 64 << 20;
@@ -46,17 +48,17 @@ impl<R: BufRead> PacketReader<R> {
     }
 
     fn varint(&mut self) -> Result<Option<u64>> {
-        let mut v: u64 = 0;
-        for shift in (0..64).step_by(7) {
+        let mut v = varint::Stepper::default();
+        loop {
             let Some(b) = self.byte()? else {
                 return Ok(None);
             };
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(Some(v));
+            match v.step(b) {
+                Ok(Some(value)) => return Ok(Some(value)),
+                Ok(None) => {}
+                Err(_) => bail!("malformed varint at offset {}", self.offset),
             }
         }
-        bail!("malformed varint at offset {}", self.offset)
     }
 
     /// The next packet's bytes into `buf`; `false` at the end (clean or truncated).
@@ -84,13 +86,13 @@ impl<R: BufRead> PacketReader<R> {
                 }
                 Err(e) => return Err(e).context("reading trace"),
             }
-            self.offset = start + 1 + varint_len(len as u64) + len as u64;
+            self.offset = start + 1 + varint::len(len as u64) as u64 + len as u64;
             // Only `Trace.packet` (field 1, length-delimited) carries packets; other
             // length-delimited top-level fields are skipped.
-            if tag == 0x0A {
+            if tag == FRAME {
                 return Ok(true);
             }
-            if tag & 7 != 2 {
+            if tag & 7 != wire_type::LEN {
                 bail!("unexpected top-level field tag {tag:#x} at offset {start}");
             }
         }
@@ -188,24 +190,16 @@ impl<R: Read> ChunkedPackets<R> {
                 continue;
             };
             // The length varint after the tag.
-            let mut len: u64 = 0;
-            let mut hdr = None;
-            for (i, b) in avail.iter().skip(1).take(10).enumerate() {
-                len |= u64::from(b & 0x7f) << (7 * i);
-                if b & 0x80 == 0 {
-                    hdr = Some(i + 2);
-                    break;
-                }
-            }
-            let Some(hdr) = hdr else {
-                if avail.len() > 11 {
+            let mut hdr = 1;
+            let Some(len) = varint::read(avail, &mut hdr) else {
+                if avail.len() > 1 + varint::MAX_LEN {
                     bail!("malformed varint at offset {}", self.offset);
                 }
                 if self.eof {
                     self.truncated = true;
                     return Ok(None);
                 }
-                self.refill(avail.len() + 11)?;
+                self.refill(avail.len() + 1 + varint::MAX_LEN)?;
                 continue;
             };
             let len = usize::try_from(len).unwrap_or(usize::MAX);
@@ -230,10 +224,10 @@ impl<R: Read> ChunkedPackets<R> {
             self.offset += total as u64;
             // Only `Trace.packet` (field 1, length-delimited) carries packets; other
             // length-delimited top-level fields are skipped.
-            if tag == 0x0A {
+            if tag == FRAME {
                 return Ok(Some(start..start + len));
             }
-            if tag & 7 != 2 {
+            if tag & 7 != wire_type::LEN {
                 bail!(
                     "unexpected top-level field tag {tag:#x} at offset {}",
                     self.offset - total as u64
@@ -241,10 +235,6 @@ impl<R: Read> ChunkedPackets<R> {
             }
         }
     }
-}
-
-fn varint_len(v: u64) -> u64 {
-    u64::from((64 - (v | 1).leading_zeros()).div_ceil(7))
 }
 
 #[cfg(test)]
@@ -270,16 +260,8 @@ mod tests {
     fn chunked_reader_matches_the_packet_reader_at_every_cut() {
         let mut file = Vec::new();
         for n in [0usize, 1, 5, 127, 128, 300, 20_000] {
-            file.push(0x0A);
-            let mut v = n as u64;
-            loop {
-                let b = (v & 0x7f) as u8;
-                v >>= 7;
-                file.push(if v == 0 { b } else { b | 0x80 });
-                if v == 0 {
-                    break;
-                }
-            }
+            file.push(FRAME);
+            varint::put(&mut file, n as u64);
             file.extend((0..n).map(|i| i as u8));
         }
         for cut in (0..file.len()).step_by(37).chain([file.len()]) {
@@ -297,13 +279,5 @@ mod tests {
             }
             assert_eq!(a.truncated(), b.truncated(), "cut {cut}");
         }
-    }
-
-    #[test]
-    fn varint_lengths() {
-        assert_eq!(varint_len(0), 1);
-        assert_eq!(varint_len(127), 1);
-        assert_eq!(varint_len(128), 2);
-        assert_eq!(varint_len(16_384), 3);
     }
 }

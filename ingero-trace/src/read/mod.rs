@@ -43,7 +43,7 @@ mod expand;
 mod file_decoder;
 mod framing;
 mod inflate;
-mod scan;
+
 #[cfg(test)]
 mod skim_tests;
 #[cfg(test)]

@@ -17,7 +17,7 @@ use crate::model::CudaArgs;
 use crate::model::FinalStats;
 use crate::model::ReadRecord;
 use crate::model::TimelineRecord;
-use crate::proto::wire::put_varint;
+use crate::proto::varint;
 use crate::proto::{
     DebugAnnotation, DebugAnnotationName, EventName, InternedData, InternedString,
     ThreadDescriptor, TracePacket, TrackDescriptor, TrackEvent, event_type,
@@ -77,7 +77,7 @@ pub(super) fn packets_of(file: &[u8]) -> Vec<Vec<u8>> {
 /// `Trace.packet` framing.
 pub(super) fn frame(out: &mut Vec<u8>, packet: &[u8]) {
     out.push(0x0A);
-    put_varint(out, packet.len() as u64);
+    varint::put(out, packet.len() as u64);
     out.extend_from_slice(packet);
 }
 
@@ -97,7 +97,7 @@ pub(super) fn container(packets: &[Vec<u8>]) -> Vec<u8> {
     }
     let z = zlib(&inner);
     let mut outer = vec![0x92, 0x03];
-    put_varint(&mut outer, z.len() as u64);
+    varint::put(&mut outer, z.len() as u64);
     outer.extend_from_slice(&z);
     outer
 }
@@ -286,7 +286,7 @@ fn a_corrupt_container_is_lost_and_reported_with_its_offset() {
     // A valid zlib stream whose content is a packet cut short.
     let mut raw = vec![0x92, 0x03];
     let z = zlib(&[0x0A, 0x20, 1, 2]);
-    put_varint(&mut raw, z.len() as u64);
+    varint::put(&mut raw, z.len() as u64);
     raw.extend(&z);
     let at = file.len();
     frame(&mut file, &raw);
@@ -459,7 +459,7 @@ fn the_launch_argument_gives_the_launch_configuration() {
 /// The length of `v` as a varint.
 fn put_varint_len(v: usize) -> usize {
     let mut b = Vec::new();
-    put_varint(&mut b, v as u64);
+    varint::put(&mut b, v as u64);
     b.len()
 }
 

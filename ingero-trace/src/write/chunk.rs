@@ -16,7 +16,8 @@ use libdeflater::{CompressionLvl, Compressor};
 
 use super::deflate::PacketDeflater;
 use super::files::TraceFile;
-use crate::proto::wire::{put_varint, varint_len};
+use crate::proto::keys::{COMPRESSED_PACKETS, FRAME};
+use crate::proto::varint;
 
 /// Raw bytes of packets gathered before they are compressed and written as one packet. Big
 /// enough that zlib finds the repetition between calls (ratio ~7–10× on CUDA calls) and that
@@ -26,9 +27,6 @@ pub const CHUNK_LIMIT: usize = 256 * 1024;
 /// Room kept in front of the compressed bytes for the outer packet's header (tag, length,
 /// field 50's key and length: at most 1 + 5 + 2 + 5 bytes), so a chunk is one `write`.
 const HEADER_ROOM: usize = 16;
-
-/// Key of `TracePacket.compressed_packets` (field 50, length-delimited) as a varint.
-const COMPRESSED_PACKETS_KEY: [u8; 2] = [0x92, 0x03];
 
 /// Highest libdeflate level.
 pub const MAX_LEVEL: u32 = 12;
@@ -193,12 +191,12 @@ impl ChunkWriter {
                     .context("compressing a chunk of packets")?
             }
         };
-        let field_len = COMPRESSED_PACKETS_KEY.len() + varint_len(clen as u64) + clen;
+        let field_len = COMPRESSED_PACKETS.len() + varint::len(clen as u64) + clen;
         let mut header = Vec::with_capacity(HEADER_ROOM);
-        header.push(0x0A);
-        put_varint(&mut header, field_len as u64);
-        header.extend_from_slice(&COMPRESSED_PACKETS_KEY);
-        put_varint(&mut header, clen as u64);
+        header.push(FRAME);
+        varint::put(&mut header, field_len as u64);
+        header.extend_from_slice(&COMPRESSED_PACKETS);
+        varint::put(&mut header, clen as u64);
         let at = HEADER_ROOM - header.len();
         self.out[at..HEADER_ROOM].copy_from_slice(&header);
         file.write_all(&self.out[at..HEADER_ROOM + clen])

@@ -1,7 +1,7 @@
 //! Direct encoding of the frequent packets (CUDA calls, off-CPU intervals, slice ends,
 //! counters) into the chunk buffer, field by field, with no intermediate `TracePacket`.
 //!
-//! The bytes are exactly what `proto::wire::encode_framed` writes for the same packet (fields
+//! The bytes are exactly what `proto::encode::framed` writes for the same packet (fields
 //! in the same order; the tests below compare the two), so readers see one layout whichever
 //! path wrote a packet:
 //!
@@ -21,37 +21,14 @@
 //! the rare message of 128 bytes or more (a packet carrying new interned data) moves its body
 //! up to make room for the longer varint.
 
-use crate::proto::wire::{put_varint, varint_len};
+use crate::proto::varint;
 
-/// `Trace.packet` (field 1, length-delimited).
-pub const FRAME: u8 = 0x0A;
-/// `TracePacket.timestamp` (8, varint).
-const TIMESTAMP: u8 = 0x40;
-/// `TracePacket.trusted_packet_sequence_id` (10, varint).
-const SEQUENCE_ID: u8 = 0x50;
-/// `TracePacket.track_event` (11, length-delimited).
-const TRACK_EVENT: u8 = 0x5A;
-/// `TracePacket.sequence_flags` (13, varint).
-const SEQUENCE_FLAGS: u8 = 0x68;
-/// `TracePacket.machine_id` (98, varint): key as a varint.
-const MACHINE_ID: [u8; 2] = [0x90, 0x06];
-
-/// `TrackEvent` keys.
-const CATEGORY_IID: u8 = 0x18;
-const DEBUG_ANNOTATION: u8 = 0x22;
-const TYPE: u8 = 0x48;
-const NAME_IID: u8 = 0x50;
-const TRACK_UUID: u8 = 0x58;
-const COUNTER_VALUE: [u8; 2] = [0xF0, 0x01];
-
-/// `DebugAnnotation` keys.
-const ANN_NAME_IID: u8 = 0x08;
-const ANN_BOOL: u8 = 0x10;
-const ANN_UINT: u8 = 0x18;
-const ANN_INT: u8 = 0x20;
-const ANN_STRING: u8 = 0x32;
-const ANN_POINTER: u8 = 0x38;
-const ANN_STRING_IID: [u8; 2] = [0x88, 0x01];
+pub use crate::proto::keys::FRAME;
+use crate::proto::keys::{
+    ARG_BOOL, ARG_INT, ARG_NAME_IID, ARG_POINTER, ARG_STRING, ARG_STRING_IID, ARG_UINT,
+    CATEGORY_IID, COUNTER_VALUE, DEBUG_ANNOTATION, MACHINE_ID, NAME_IID, SEQUENCE_FLAGS,
+    SEQUENCE_ID, TIMESTAMP, TRACK_EVENT, TRACK_UUID, TYPE,
+};
 
 /// The machine id field as it is appended to every packet (empty when not stamped).
 #[derive(Clone, Copy, Debug, Default)]
@@ -67,7 +44,7 @@ impl MachineIdField {
         if let Some(id) = id {
             let mut v = Vec::with_capacity(8);
             v.extend_from_slice(&MACHINE_ID);
-            put_varint(&mut v, u64::from(id));
+            varint::put(&mut v, u64::from(id));
             f.bytes[..v.len()].copy_from_slice(&v);
             f.len = v.len() as u8;
         }
@@ -195,12 +172,12 @@ pub fn close(buf: &mut Vec<u8>, at: usize) {
 
 #[cold]
 fn close_long(buf: &mut Vec<u8>, at: usize, len: usize) {
-    let n = varint_len(len as u64);
+    let n = varint::len(len as u64);
     let body = at + 1..buf.len();
     buf.resize(buf.len() + n - 1, 0);
     buf.copy_within(body, at + n);
     let mut v = Vec::with_capacity(n);
-    put_varint(&mut v, len as u64);
+    varint::put(&mut v, len as u64);
     buf[at..at + n].copy_from_slice(&v);
 }
 
@@ -349,7 +326,7 @@ fn arg_varint<const K: usize>(buf: &mut Vec<u8>, name_iid: u64, value_key: &[u8;
     // SAFETY: at most 2 + 11 + K + 10 <= 25 bytes (so the length fits one byte).
     let mut r = unsafe { Room::new(buf, 25) };
     let at = r.open(DEBUG_ANNOTATION);
-    r.byte(ANN_NAME_IID);
+    r.byte(ARG_NAME_IID);
     r.varint(name_iid);
     r.bytes(value_key);
     r.varint(v);
@@ -359,37 +336,37 @@ fn arg_varint<const K: usize>(buf: &mut Vec<u8>, name_iid: u64, value_key: &[u8;
 
 #[inline(always)]
 pub fn arg_uint(buf: &mut Vec<u8>, name_iid: u64, v: u64) {
-    arg_varint(buf, name_iid, &[ANN_UINT], v);
+    arg_varint(buf, name_iid, &[ARG_UINT], v);
 }
 
 #[inline(always)]
 pub fn arg_int(buf: &mut Vec<u8>, name_iid: u64, v: i64) {
-    arg_varint(buf, name_iid, &[ANN_INT], v as u64);
+    arg_varint(buf, name_iid, &[ARG_INT], v as u64);
 }
 
 #[inline(always)]
 pub fn arg_bool(buf: &mut Vec<u8>, name_iid: u64, v: bool) {
-    arg_varint(buf, name_iid, &[ANN_BOOL], u64::from(v));
+    arg_varint(buf, name_iid, &[ARG_BOOL], u64::from(v));
 }
 
 #[inline(always)]
 pub fn arg_pointer(buf: &mut Vec<u8>, name_iid: u64, v: u64) {
-    arg_varint(buf, name_iid, &[ANN_POINTER], v);
+    arg_varint(buf, name_iid, &[ARG_POINTER], v);
 }
 
 /// A string value by its interned iid.
 #[inline(always)]
 pub fn arg_string_iid(buf: &mut Vec<u8>, name_iid: u64, iid: u64) {
-    arg_varint(buf, name_iid, &ANN_STRING_IID, iid);
+    arg_varint(buf, name_iid, &ARG_STRING_IID, iid);
 }
 
 /// A string value inline (past the interning cap, or never interned).
 pub fn arg_string(buf: &mut Vec<u8>, name_iid: u64, s: &[u8]) {
     let at = open(buf, DEBUG_ANNOTATION);
-    buf.push(ANN_NAME_IID);
-    put_varint(buf, name_iid);
-    buf.push(ANN_STRING);
-    put_varint(buf, s.len() as u64);
+    buf.push(ARG_NAME_IID);
+    varint::put(buf, name_iid);
+    buf.push(ARG_STRING);
+    varint::put(buf, s.len() as u64);
     buf.extend_from_slice(s);
     close(buf, at);
 }
@@ -397,7 +374,7 @@ pub fn arg_string(buf: &mut Vec<u8>, name_iid: u64, s: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::wire::encode_framed;
+    use crate::proto::encode;
     use crate::proto::{
         DebugAnnotation, EventName, InternedData, TracePacket, TrackEvent, event_type,
     };
@@ -465,7 +442,7 @@ mod tests {
                 ..Default::default()
             };
             let mut want = Vec::new();
-            encode_framed(&pkt, &mut want);
+            encode::framed(&pkt, &mut want);
 
             let mut buf = vec![0xEE];
             let h = event_head(&mut buf, 1_500, 1);

@@ -413,7 +413,7 @@ impl Recorder {
     fn encode(&mut self, pkt: &TracePacket) -> Result<()> {
         let buf = self.out.buf();
         let start = buf.len();
-        crate::proto::wire::encode_framed(pkt, buf);
+        crate::proto::encode::framed(pkt, buf);
         self.out.packet_done(start)
     }
 
@@ -421,7 +421,7 @@ impl Recorder {
     fn encode_plain(&mut self, pkt: &TracePacket) -> Result<()> {
         let buf = self.out.buf();
         let start = buf.len();
-        crate::proto::wire::encode_framed(pkt, buf);
+        crate::proto::encode::framed(pkt, buf);
         self.out.write_plain(start)
     }
 

@@ -24,90 +24,20 @@ use super::{
     SlotVal, Slots, TrackKind,
 };
 use crate::proto::SEQ_INCREMENTAL_STATE_CLEARED;
-use crate::proto::wire::split_trailing_varint;
+use crate::proto::varint;
 
-/// `Trace.packet` (1, bytes): the frame of each packet in a container.
-const FRAME: u8 = 0x0A;
-
-/// `TracePacket` tags.
-const TIMESTAMP: u8 = 0x40; // 8, varint
-const SEQUENCE_ID: u8 = 0x50; // 10, varint
-const TRACK_EVENT: u8 = 0x5A; // 11, bytes
-const SEQUENCE_FLAGS: u8 = 0x68; // 13, varint
-const MACHINE_ID: [u8; 2] = [0x90, 0x06]; // 98, varint
-
-/// `TrackEvent` tags.
-const ANNOTATION: u8 = 0x22; // 4, bytes
-const CATEGORY_IID: u8 = 0x18; // 3, varint
-const CATEGORY_IIDS_PACKED: u8 = 0x1A; // 3, bytes
-const TYPE: u8 = 0x48; // 9, varint
-const NAME_IID: u8 = 0x50; // 10, varint
-const TRACK_UUID: u8 = 0x58; // 11, varint
-
-/// `DebugAnnotation` tags.
-const ARG_NAME_IID: u8 = 0x08; // 1
-const ARG_BOOL: u8 = 0x10; // 2
-const ARG_UINT: u8 = 0x18; // 3
-const ARG_INT: u8 = 0x20; // 4
-const ARG_POINTER: u8 = 0x38; // 7
-const ARG_STRING_IID: [u8; 2] = [0x88, 0x01]; // 17
+use crate::proto::keys::{
+    ARG_BOOL, ARG_INT, ARG_NAME_IID, ARG_POINTER, ARG_STRING_IID, ARG_UINT, CATEGORY_IID,
+    CATEGORY_IIDS_PACKED, DEBUG_ANNOTATION, FRAME, MACHINE_ID, NAME_IID, SEQUENCE_FLAGS,
+    SEQUENCE_ID, TIMESTAMP, TRACK_EVENT, TRACK_UUID, TYPE,
+};
 
 const SLICE_BEGIN: u64 = 1;
 const SLICE_END: u64 = 2;
 
 #[inline(always)]
-fn varint(p: &[u8], i: &mut usize) -> Option<u64> {
-    let b = *p.get(*i)?;
-    if b < 0x80 {
-        *i += 1;
-        return Some(u64::from(b));
-    }
-    let c = *p.get(*i + 1)?;
-    if c < 0x80 {
-        *i += 2;
-        return Some(u64::from(b & 0x7f) | (u64::from(c) << 7));
-    }
-    varint_long(p, i)
-}
-
-#[inline(never)]
-fn varint_long(p: &[u8], i: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = *p.get(*i)?;
-        *i += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        if b < 0x80 {
-            return Some(v);
-        }
-    }
-    None
-}
-
-/// Skips a varint whose value is not needed (the 5-byte machine id).
-#[inline(always)]
-fn skip_varint(p: &[u8], i: &mut usize) -> Option<()> {
-    let end = (*i + 10).min(p.len());
-    let rest = p.get(*i..end)?;
-    let n = rest.iter().position(|b| *b < 0x80)?;
-    *i += n + 1;
-    Some(())
-}
-
-/// Whether `r` is exactly one varint (the machine id ending a packet): only its last byte
-/// lacks the continuation bit.
-#[inline(always)]
-fn one_varint(r: &[u8]) -> bool {
-    match r {
-        [] => false,
-        [.., last] if *last >= 0x80 || r.len() > 10 => false,
-        [head @ .., _] => head.iter().fold(0x80u8, |a, b| a & b) >= 0x80,
-    }
-}
-
-#[inline(always)]
 fn bytes<'a>(p: &'a [u8], i: &mut usize) -> Option<&'a [u8]> {
-    let n = usize::try_from(varint(p, i)?).ok()?;
+    let n = usize::try_from(varint::read(p, i)?).ok()?;
     let s = p.get(*i..i.checked_add(n)?)?;
     *i += n;
     Some(s)
@@ -124,13 +54,13 @@ fn annotation(a: &[u8], keys: &IidTable<KeyEntry>, slots: &mut Slots) -> Option<
         i += 1;
         let how = match tag {
             ARG_NAME_IID => {
-                key = Some(varint(a, &mut i)?);
+                key = Some(varint::read(a, &mut i)?);
                 continue;
             }
             ARG_UINT | ARG_POINTER => SlotVal::Unsigned,
             ARG_INT => SlotVal::Signed,
             ARG_BOOL => {
-                let v = varint(a, &mut i)?;
+                let v = varint::read(a, &mut i)?;
                 if val
                     .replace((u64::from(v != 0), SlotVal::Unsigned))
                     .is_some()
@@ -146,7 +76,7 @@ fn annotation(a: &[u8], keys: &IidTable<KeyEntry>, slots: &mut Slots) -> Option<
             _ => return None,
         };
         // Several values: the scanner path applies the writer's precedence.
-        if val.replace((varint(a, &mut i)?, how)).is_some() {
+        if val.replace((varint::read(a, &mut i)?, how)).is_some() {
             return None;
         }
     }
@@ -185,24 +115,6 @@ enum Layout {
     },
 }
 
-/// A varint and what follows it. Slice patterns: one length check covers several bytes.
-#[inline(always)]
-fn take(p: &[u8]) -> Option<(u64, &[u8])> {
-    match p {
-        [b, rest @ ..] if *b < 0x80 => Some((u64::from(*b), rest)),
-        [b, c, rest @ ..] if *c < 0x80 => Some((u64::from(b & 0x7f) | (u64::from(*c) << 7), rest)),
-        [b, c, d, rest @ ..] if *d < 0x80 => Some((
-            u64::from(b & 0x7f) | (u64::from(c & 0x7f) << 7) | (u64::from(*d) << 14),
-            rest,
-        )),
-        _ => {
-            let mut i = 0;
-            let v = varint_long(p, &mut i)?;
-            Some((v, p.get(i..)?))
-        }
-    }
-}
-
 /// Counts a packet the fast path took, for the tests that check it does (free in release
 /// builds, where nothing reads the count).
 #[inline(always)]
@@ -213,10 +125,10 @@ fn hit(n: &mut u64) {
 }
 
 /// A packet ending with its timestamp, as the writer puts it: the bytes before the
-/// timestamp field and its value (see [`split_trailing_varint`] for when they are trusted).
+/// timestamp field and its value (see [`varint::split_trailing_field`] for when they are trusted).
 #[inline(always)]
 fn split_ts(p: &[u8]) -> Option<(&[u8], u64)> {
-    split_trailing_varint(p, TIMESTAMP)
+    varint::split_trailing_field(p, TIMESTAMP)
 }
 
 /// The slice end right after a launch, when it is `key` (a slice end of the launch's track on
@@ -253,26 +165,26 @@ fn layout(r: &[u8]) -> Option<(u64, Layout)> {
     {
         return None;
     }
-    if !one_varint(r) {
+    if !varint::is_one(r) {
         return None;
     }
     let l = match te {
         [TYPE, 0x02, TRACK_UUID, r @ ..] => {
-            let (uuid, r) = take(r)?;
+            let (uuid, r) = varint::take(r)?;
             if !r.is_empty() {
                 return None;
             }
             Layout::End { uuid }
         }
-        [ANNOTATION, al, ARG_NAME_IID, r @ ..] if *al < 0x80 => {
-            let (key, r) = take(r)?;
+        [DEBUG_ANNOTATION, al, ARG_NAME_IID, r @ ..] if *al < 0x80 => {
+            let (key, r) = varint::take(r)?;
             let [s0, s1, r @ ..] = r else {
                 return None;
             };
             if [*s0, *s1] != ARG_STRING_IID {
                 return None;
             }
-            let (value, r) = take(r)?;
+            let (value, r) = varint::take(r)?;
             // The annotation ends where its length says.
             if te.len() - r.len() != 2 + usize::from(*al) {
                 return None;
@@ -280,11 +192,11 @@ fn layout(r: &[u8]) -> Option<(u64, Layout)> {
             let [TYPE, 0x01, NAME_IID, r @ ..] = r else {
                 return None;
             };
-            let (name, r) = take(r)?;
+            let (name, r) = varint::take(r)?;
             let [TRACK_UUID, r @ ..] = r else {
                 return None;
             };
-            let (uuid, r) = take(r)?;
+            let (uuid, r) = varint::take(r)?;
             if !r.is_empty() {
                 return None;
             }
@@ -600,17 +512,17 @@ impl Decoder {
         while let Some(&tag) = p.get(i) {
             i += 1;
             match tag {
-                TIMESTAMP => ts = Some(varint(p, &mut i)?),
-                SEQUENCE_ID => seq_id = varint(p, &mut i)? & u64::from(u32::MAX),
+                TIMESTAMP => ts = Some(varint::read(p, &mut i)?),
+                SEQUENCE_ID => seq_id = varint::read(p, &mut i)? & u64::from(u32::MAX),
                 TRACK_EVENT => te = bytes(p, &mut i)?,
                 SEQUENCE_FLAGS => {
-                    if varint(p, &mut i)? & u64::from(SEQ_INCREMENTAL_STATE_CLEARED) != 0 {
+                    if varint::read(p, &mut i)? & u64::from(SEQ_INCREMENTAL_STATE_CLEARED) != 0 {
                         return None;
                     }
                 }
                 t if t == MACHINE_ID[0] && p.get(i) == Some(&MACHINE_ID[1]) => {
                     i += 1;
-                    skip_varint(p, &mut i)?;
+                    varint::skip(p, &mut i)?;
                 }
                 _ => return None,
             }
@@ -633,12 +545,12 @@ impl Decoder {
         while let Some(&tag) = te.get(i) {
             i += 1;
             match tag {
-                TYPE => ty = varint(te, &mut i)?,
-                TRACK_UUID => uuid = varint(te, &mut i)?,
-                NAME_IID => name = Some(varint(te, &mut i)?),
-                ANNOTATION => annotation(bytes(te, &mut i)?, &seq.debug_names, scratch)?,
+                TYPE => ty = varint::read(te, &mut i)?,
+                TRACK_UUID => uuid = varint::read(te, &mut i)?,
+                NAME_IID => name = Some(varint::read(te, &mut i)?),
+                DEBUG_ANNOTATION => annotation(bytes(te, &mut i)?, &seq.debug_names, scratch)?,
                 CATEGORY_IID => {
-                    varint(te, &mut i)?;
+                    varint::read(te, &mut i)?;
                 }
                 CATEGORY_IIDS_PACKED => {
                     bytes(te, &mut i)?;

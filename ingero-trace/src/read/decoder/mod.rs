@@ -20,15 +20,17 @@ use anyhow::{Context, Result};
 use ingero_ebpf::{CudaOp, OffCpuReason};
 
 use self::slices::Track;
-use super::scan::{self, Cur, Wire, text};
 use crate::model::{AnnotationRecord, Scope};
 use crate::model::{
     CounterKind, CounterSample, LifecycleRecord, ReadRecord, SessionRecord, ThreadRef,
 };
 use crate::model::{CudaArgs, MemcpyKind, ProcessOp};
 use crate::model::{FinalStats, SessionInfo};
+use crate::proto::scan::{self, Cur, Wire, text};
 use crate::proto::{
-    SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE, clock_id, event_type,
+    Clock, ClockSnapshot, DebugAnnotation, EventName, InternedData, ProcessDescriptor,
+    SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE, ThreadDescriptor, TracePacket,
+    TracePacketDefaults, TrackDescriptor, TrackEvent, clock_id, event_type,
 };
 use crate::vocab::{self, LaunchConfig, arg, session, stats};
 use crate::write::{FastMap, memcpy_kind_text};
@@ -610,14 +612,14 @@ fn raw_arg(b: &[u8]) -> scan::Result<RawArg<'_>> {
     let (mut u, mut i, mut p, mut bo, mut siid, mut s) = (None, None, None, None, None, None);
     while let Some((f, w)) = c.field()? {
         match f {
-            1 => name_iid = Some(w.int()),
-            10 => name = Some(w.bytes()),
-            2 => bo = Some(w.int() != 0),
-            3 => u = Some(w.int()),
-            4 => i = Some(w.int() as i64),
-            7 => p = Some(w.int()),
-            17 => siid = Some(w.int()),
-            6 => s = Some(w.bytes()),
+            DebugAnnotation::NAME_IID => name_iid = Some(w.int()),
+            DebugAnnotation::NAME => name = Some(w.bytes()),
+            DebugAnnotation::BOOL_VALUE => bo = Some(w.int() != 0),
+            DebugAnnotation::UINT_VALUE => u = Some(w.int()),
+            DebugAnnotation::INT_VALUE => i = Some(w.int() as i64),
+            DebugAnnotation::POINTER_VALUE => p = Some(w.int()),
+            DebugAnnotation::STRING_VALUE_IID => siid = Some(w.int()),
+            DebugAnnotation::STRING_VALUE => s = Some(w.bytes()),
             _ => {}
         }
     }
@@ -660,11 +662,11 @@ fn track_event(b: &[u8]) -> scan::Result<Te<'_>> {
     let mut c = Cur::new(b);
     while let Some((f, w)) = c.field()? {
         match f {
-            9 => te.ty = w.int(),
-            11 => te.track = w.int(),
-            10 => te.name_iid = Some(w.int()),
-            23 => te.name = Some(w.bytes()),
-            30 => te.counter_value = w.int() as i64,
+            TrackEvent::TYPE => te.ty = w.int(),
+            TrackEvent::TRACK_UUID => te.track = w.int(),
+            TrackEvent::NAME_IID => te.name_iid = Some(w.int()),
+            TrackEvent::NAME => te.name = Some(w.bytes()),
+            TrackEvent::COUNTER_VALUE => te.counter_value = w.int() as i64,
             _ => {}
         }
     }
@@ -675,7 +677,7 @@ fn track_event(b: &[u8]) -> scan::Result<Te<'_>> {
 fn for_each_arg<'a>(raw: &'a [u8], mut f: impl FnMut(RawArg<'a>) -> bool) -> scan::Result<()> {
     let mut c = Cur::new(raw);
     while let Some((num, w)) = c.field()? {
-        if num == 4 {
+        if num == TrackEvent::DEBUG_ANNOTATIONS {
             if let Wire::Len(b) = w {
                 if !f(raw_arg(b)?) {
                     break;
@@ -900,16 +902,16 @@ impl Decoder {
         let mut compressed = None;
         while let Some((f, w)) = c.field()? {
             match f {
-                8 => timestamp = Some(w.int()),
-                58 => clock = Some(w.int() as u32),
-                10 => seq_id = w.int() as u32,
-                13 => flags = w.int(),
-                12 => interned = Some(w.bytes()),
-                59 => defaults = Some(w.bytes()),
-                6 => snapshot = Some(w.bytes()),
-                60 => desc = Some(w.bytes()),
-                11 => te = Some(w.bytes()),
-                50 => compressed = Some(w.bytes()),
+                TracePacket::TIMESTAMP => timestamp = Some(w.int()),
+                TracePacket::TIMESTAMP_CLOCK_ID => clock = Some(w.int() as u32),
+                TracePacket::TRUSTED_PACKET_SEQUENCE_ID => seq_id = w.int() as u32,
+                TracePacket::SEQUENCE_FLAGS => flags = w.int(),
+                TracePacket::INTERNED_DATA => interned = Some(w.bytes()),
+                TracePacket::TRACE_PACKET_DEFAULTS => defaults = Some(w.bytes()),
+                TracePacket::CLOCK_SNAPSHOT => snapshot = Some(w.bytes()),
+                TracePacket::TRACK_DESCRIPTOR => desc = Some(w.bytes()),
+                TracePacket::TRACK_EVENT => te = Some(w.bytes()),
+                TracePacket::COMPRESSED_PACKETS => compressed = Some(w.bytes()),
                 _ => {}
             }
         }
@@ -933,7 +935,7 @@ impl Decoder {
             let mut clock = None;
             let mut c = Cur::new(d);
             while let Some((f, w)) = c.field()? {
-                if f == 58 {
+                if f == TracePacketDefaults::TIMESTAMP_CLOCK_ID {
                     clock = Some(w.int() as u32);
                 }
             }
@@ -946,15 +948,15 @@ impl Decoder {
             let (mut mono, mut real) = (None, None);
             let mut c = Cur::new(cs);
             while let Some((f, w)) = c.field()? {
-                if f != 1 {
+                if f != ClockSnapshot::CLOCKS {
                     continue;
                 }
                 let (mut id, mut ts) = (None, None);
                 let mut cc = Cur::new(w.bytes());
                 while let Some((f, w)) = cc.field()? {
                     match f {
-                        1 => id = Some(w.int() as u32),
-                        2 => ts = Some(w.int()),
+                        Clock::CLOCK_ID => id = Some(w.int() as u32),
+                        Clock::TIMESTAMP => ts = Some(w.int()),
                         _ => {}
                     }
                 }
@@ -1080,20 +1082,20 @@ impl Decoder {
         let (mut process, mut thread, mut counter) = (None, None, false);
         while let Some((f, w)) = c.field()? {
             match f {
-                1 => uuid = w.int(),
-                5 => parent_uuid = Some(w.int()),
-                2 => name = text(w.bytes()).into_owned(),
-                3 => {
+                TrackDescriptor::UUID => uuid = w.int(),
+                TrackDescriptor::PARENT_UUID => parent_uuid = Some(w.int()),
+                TrackDescriptor::NAME => name = text(w.bytes()).into_owned(),
+                TrackDescriptor::PROCESS => {
                     let mut pid = 0u32;
                     let mut c = Cur::new(w.bytes());
                     while let Some((f, w)) = c.field()? {
-                        if f == 1 {
+                        if f == ProcessDescriptor::PID {
                             pid = w.int() as u32;
                         }
                     }
                     process = Some(pid);
                 }
-                4 => {
+                TrackDescriptor::THREAD => {
                     let mut t = ThreadRef {
                         pid: 0,
                         tid: 0,
@@ -1102,15 +1104,15 @@ impl Decoder {
                     let mut c = Cur::new(w.bytes());
                     while let Some((f, w)) = c.field()? {
                         match f {
-                            1 => t.pid = w.int() as u32,
-                            2 => t.tid = w.int() as u32,
-                            5 => t.name = text(w.bytes()).into(),
+                            ThreadDescriptor::PID => t.pid = w.int() as u32,
+                            ThreadDescriptor::TID => t.tid = w.int() as u32,
+                            ThreadDescriptor::THREAD_NAME => t.name = text(w.bytes()).into(),
                             _ => {}
                         }
                     }
                     thread = Some(t);
                 }
-                8 => counter = true,
+                TrackDescriptor::COUNTER => counter = true,
                 _ => {}
             }
         }
@@ -1244,21 +1246,26 @@ fn intern(
 ) -> Result<()> {
     let mut c = Cur::new(b);
     while let Some((f, w)) = c.field()? {
-        if !matches!(f, 2 | 3 | 29) {
+        type I = InternedData;
+        if !matches!(
+            f,
+            I::EVENT_NAMES | I::DEBUG_ANNOTATION_NAMES | I::DEBUG_ANNOTATION_STRING_VALUES
+        ) {
             continue;
         }
         let (mut iid, mut s): (u64, &[u8]) = (0, &[]);
         let mut cc = Cur::new(w.bytes());
         while let Some((f, w)) = cc.field()? {
             match f {
-                1 => iid = w.int(),
-                2 => s = w.bytes(),
+                // Every interned entry type has its id and its text under these numbers.
+                EventName::IID => iid = w.int(),
+                EventName::NAME => s = w.bytes(),
                 _ => {}
             }
         }
         let t: Arc<str> = text(s).into();
         match f {
-            2 => {
+            I::EVENT_NAMES => {
                 let kind = if let Some(op) = op_by_name.get(&*t) {
                     NameKind::Op(*op)
                 } else {
@@ -1270,7 +1277,7 @@ fn intern(
                 };
                 seq.names.insert(iid, NameEntry { text: t, kind });
             }
-            3 => {
+            I::DEBUG_ANNOTATION_NAMES => {
                 let slot = KEYS.iter().find(|(_, n)| *n == &*t).map(|(k, _)| *k);
                 seq.debug_names.insert(iid, KeyEntry { text: t, slot });
             }

@@ -69,7 +69,7 @@ mod tests {
         let mut out = Vec::new();
         for p in payloads {
             out.push(0x0A);
-            crate::proto::wire::put_varint(&mut out, p.len() as u64);
+            crate::proto::varint::put(&mut out, p.len() as u64);
             out.extend_from_slice(p);
         }
         out
@@ -122,7 +122,7 @@ mod tests {
                 p.extend_from_slice(&[0x22, 0x04, 0x08, 0x0b, 0x18, (r >> 8) as u8 & 0x7f]);
             }
             p.push(0x40);
-            crate::proto::wire::put_varint(&mut p, r % (1 << (7 * (1 + i % 4))));
+            crate::proto::varint::put(&mut p, r % (1 << (7 * (1 + i % 4))));
             payloads.push(p);
         }
         // A big packet in the middle (interned data), and bytes that are not packets at the end.

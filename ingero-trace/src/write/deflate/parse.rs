@@ -8,7 +8,8 @@
 use std::hash::Hasher;
 
 use super::block::{MAX_DIST, MIN_MATCH, Tokens};
-use crate::proto::wire::split_trailing_varint;
+use crate::proto::keys::{FRAME, TIMESTAMP};
+use crate::proto::varint;
 use crate::write::interner::FastHasher;
 
 /// Entries of the table of packets by their bytes before the timestamp.
@@ -40,29 +41,21 @@ impl Default for Parser {
 fn frame(plain: &[u8], at: usize) -> Option<(usize, usize)> {
     match plain.get(at..at + 2)? {
         // Packets under 128 bytes: nearly all of them.
-        [0x0A, len] if *len < 0x80 => {
+        [FRAME, len] if *len < 0x80 => {
             let end = at + 2 + usize::from(*len);
             (end <= plain.len()).then_some((at + 2, end))
         }
-        [0x0A, _] => frame_long(plain, at),
+        [FRAME, _] => frame_long(plain, at),
         _ => None,
     }
 }
 
 #[inline(never)]
 fn frame_long(plain: &[u8], at: usize) -> Option<(usize, usize)> {
-    let mut len = 0usize;
     let mut i = at + 1;
-    for shift in (0..35).step_by(7) {
-        let b = *plain.get(i)?;
-        i += 1;
-        len |= usize::from(b & 0x7f) << shift;
-        if b < 0x80 {
-            let end = i.checked_add(len)?;
-            return (end <= plain.len()).then_some((i, end));
-        }
-    }
-    None
+    let len = usize::try_from(varint::read(plain, &mut i)?).ok()?;
+    let end = i.checked_add(len)?;
+    (end <= plain.len()).then_some((i, end))
 }
 
 /// The little-endian word at `at`, zero-padded past the end of `b`.
@@ -156,7 +149,7 @@ impl Parser {
                 return;
             };
             // The key: the packet up to its timestamp field's key byte, if it ends with one.
-            let key_end = split_trailing_varint(&plain[body..end], 0x40)
+            let key_end = varint::split_trailing_field(&plain[body..end], TIMESTAMP)
                 .map_or(end, |(head, _)| body + head.len() + 1);
             let key = &plain[at..key_end];
             let h = hash_bytes(key, EXACT_BITS);

@@ -1,0 +1,267 @@
+//! The messages of Perfetto's `perfetto_trace.proto` that ingero writes and reads, each field
+//! declared once: its Rust name, its upstream field number (as an associated constant, such as
+//! [`TracePacket::TIMESTAMP`]), its Rust type and its protobuf type.
+//!
+//! Everything that needs a field number takes it from here: the prost structs generated from
+//! the same rows, the hand encoders (`proto::encode`, `write::encode`), the reader's general
+//! scanner and its fast path, and the tag bytes built from them with [`super::key1`] and
+//! [`super::key2`]. A test compares every constant with what prost writes for its field.
+//!
+//! Only the fields used are declared: protobuf skips unknown fields, so a file written with
+//! this subset is a valid Perfetto trace and a full Perfetto trace still decodes here (the
+//! extra fields are ignored). `oneof`s are declared as separate optional fields, which has the
+//! same wire format.
+
+/// Declares messages: one row per field, `CONST name = number: RustType [prost type];`,
+/// generating the prost struct and one `pub const CONST: u32 = number` per field.
+macro_rules! messages {
+    ($(
+        $(#[$doc:meta])*
+        $name:ident {
+            $( $(#[$fdoc:meta])* $konst:ident $field:ident = $num:tt : $ty:ty [$($kind:tt)*]; )*
+        }
+    )*) => {
+        $(
+            $(#[$doc])*
+            #[derive(Clone, PartialEq, prost::Message)]
+            pub struct $name {
+                $( $(#[$fdoc])* #[prost($($kind)*, tag = $num)] pub $field: $ty, )*
+            }
+
+            impl $name {
+                $(
+                    #[doc = concat!("Field number of `", stringify!($name), ".",
+                        stringify!($field), "`.")]
+                    pub const $konst: u32 = $num;
+                )*
+            }
+        )*
+
+        /// Every declared field as `(message, field, number)`, for the table's tests.
+        #[cfg(test)]
+        pub(crate) const ALL_FIELDS: &[(&str, &str, u32)] = &[
+            $( $( (stringify!($name), stringify!($field), $num), )* )*
+        ];
+    };
+}
+
+messages! {
+    /// A whole trace file: a sequence of `packet` fields.
+    Trace {
+        PACKET packet = 1: Vec<TracePacket> [message, repeated];
+    }
+
+    TracePacket {
+        TIMESTAMP timestamp = 8: Option<u64> [uint64, optional];
+        TIMESTAMP_CLOCK_ID timestamp_clock_id = 58: Option<u32> [uint32, optional];
+        TRUSTED_PACKET_SEQUENCE_ID trusted_packet_sequence_id = 10: Option<u32>
+            [uint32, optional];
+        SEQUENCE_FLAGS sequence_flags = 13: Option<u32> [uint32, optional];
+        FIRST_PACKET_ON_SEQUENCE first_packet_on_sequence = 87: Option<bool> [bool, optional];
+        INTERNED_DATA interned_data = 12: Option<InternedData> [message, optional];
+        TRACE_PACKET_DEFAULTS trace_packet_defaults = 59: Option<TracePacketDefaults>
+            [message, optional];
+        CLOCK_SNAPSHOT clock_snapshot = 6: Option<ClockSnapshot> [message, optional];
+        TRACK_DESCRIPTOR track_descriptor = 60: Option<TrackDescriptor> [message, optional];
+        TRACK_EVENT track_event = 11: Option<TrackEvent> [message, optional];
+        /// A zlib stream of more packets (`Trace.packet` fields), which readers expand in
+        /// place; the writer's chunks (`write::chunk`).
+        COMPRESSED_PACKETS compressed_packets = 50: Option<Vec<u8>> [bytes = "vec", optional];
+        MACHINE_ID machine_id = 98: Option<u32> [uint32, optional];
+    }
+
+    TracePacketDefaults {
+        TIMESTAMP_CLOCK_ID timestamp_clock_id = 58: Option<u32> [uint32, optional];
+        TRACK_EVENT_DEFAULTS track_event_defaults = 11: Option<TrackEventDefaults>
+            [message, optional];
+    }
+
+    TrackEventDefaults {
+        TRACK_UUID track_uuid = 11: Option<u64> [uint64, optional];
+    }
+
+    ClockSnapshot {
+        CLOCKS clocks = 1: Vec<Clock> [message, repeated];
+    }
+
+    Clock {
+        CLOCK_ID clock_id = 1: Option<u32> [uint32, optional];
+        TIMESTAMP timestamp = 2: Option<u64> [uint64, optional];
+        IS_INCREMENTAL is_incremental = 3: Option<bool> [bool, optional];
+    }
+
+    InternedData {
+        EVENT_CATEGORIES event_categories = 1: Vec<EventCategory> [message, repeated];
+        EVENT_NAMES event_names = 2: Vec<EventName> [message, repeated];
+        DEBUG_ANNOTATION_NAMES debug_annotation_names = 3: Vec<DebugAnnotationName>
+            [message, repeated];
+        DEBUG_ANNOTATION_STRING_VALUES debug_annotation_string_values = 29: Vec<InternedString>
+            [message, repeated];
+    }
+
+    EventCategory {
+        IID iid = 1: Option<u64> [uint64, optional];
+        NAME name = 2: Option<String> [string, optional];
+    }
+
+    EventName {
+        IID iid = 1: Option<u64> [uint64, optional];
+        NAME name = 2: Option<String> [string, optional];
+    }
+
+    DebugAnnotationName {
+        IID iid = 1: Option<u64> [uint64, optional];
+        NAME name = 2: Option<String> [string, optional];
+    }
+
+    InternedString {
+        IID iid = 1: Option<u64> [uint64, optional];
+        STR str = 2: Option<Vec<u8>> [bytes = "vec", optional];
+    }
+
+    TrackDescriptor {
+        UUID uuid = 1: Option<u64> [uint64, optional];
+        PARENT_UUID parent_uuid = 5: Option<u64> [uint64, optional];
+        NAME name = 2: Option<String> [string, optional];
+        PROCESS process = 3: Option<ProcessDescriptor> [message, optional];
+        THREAD thread = 4: Option<ThreadDescriptor> [message, optional];
+        COUNTER counter = 8: Option<CounterDescriptor> [message, optional];
+        CHILD_ORDERING child_ordering = 11: Option<i32> [int32, optional];
+    }
+
+    ProcessDescriptor {
+        PID pid = 1: Option<i32> [int32, optional];
+        CMDLINE cmdline = 2: Vec<String> [string, repeated];
+        PROCESS_NAME process_name = 6: Option<String> [string, optional];
+    }
+
+    ThreadDescriptor {
+        PID pid = 1: Option<i32> [int32, optional];
+        TID tid = 2: Option<i32> [int32, optional];
+        THREAD_NAME thread_name = 5: Option<String> [string, optional];
+    }
+
+    CounterDescriptor {
+        UNIT unit = 3: Option<i32> [int32, optional];
+    }
+
+    TrackEvent {
+        TYPE r#type = 9: Option<i32> [int32, optional];
+        TRACK_UUID track_uuid = 11: Option<u64> [uint64, optional];
+        NAME_IID name_iid = 10: Option<u64> [uint64, optional];
+        NAME name = 23: Option<String> [string, optional];
+        CATEGORY_IIDS category_iids = 3: Vec<u64> [uint64, repeated, packed = "false"];
+        DEBUG_ANNOTATIONS debug_annotations = 4: Vec<DebugAnnotation> [message, repeated];
+        COUNTER_VALUE counter_value = 30: Option<i64> [int64, optional];
+    }
+
+    DebugAnnotation {
+        NAME_IID name_iid = 1: Option<u64> [uint64, optional];
+        NAME name = 10: Option<String> [string, optional];
+        BOOL_VALUE bool_value = 2: Option<bool> [bool, optional];
+        UINT_VALUE uint_value = 3: Option<u64> [uint64, optional];
+        INT_VALUE int_value = 4: Option<i64> [int64, optional];
+        STRING_VALUE string_value = 6: Option<String> [string, optional];
+        POINTER_VALUE pointer_value = 7: Option<u64> [uint64, optional];
+        STRING_VALUE_IID string_value_iid = 17: Option<u64> [uint64, optional];
+    }
+}
+
+impl InternedData {
+    pub fn is_empty(&self) -> bool {
+        self.event_categories.is_empty()
+            && self.event_names.is_empty()
+            && self.debug_annotation_names.is_empty()
+            && self.debug_annotation_string_values.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::scan::Cur;
+    use prost::Message;
+
+    /// The first field number in `bytes`.
+    fn first_field(bytes: &[u8]) -> u32 {
+        Cur::new(bytes)
+            .field()
+            .ok()
+            .flatten()
+            .map_or(0, |(num, _)| num)
+    }
+
+    /// Each message with exactly one field set, encoded by prost: the number prost writes must
+    /// be the table's constant (which is also what the prost attribute says, since both come
+    /// from one row; this guards the macro itself).
+    #[test]
+    fn prost_writes_each_field_under_its_constant() {
+        let te = |t: TrackEvent| t.encode_to_vec();
+        let da = |d: DebugAnnotation| d.encode_to_vec();
+        let p = |p: TracePacket| p.encode_to_vec();
+        let cases: Vec<(Vec<u8>, u32)> = vec![
+            (
+                p(TracePacket {
+                    timestamp: Some(1),
+                    ..Default::default()
+                }),
+                TracePacket::TIMESTAMP,
+            ),
+            (
+                p(TracePacket {
+                    compressed_packets: Some(vec![1]),
+                    ..Default::default()
+                }),
+                TracePacket::COMPRESSED_PACKETS,
+            ),
+            (
+                p(TracePacket {
+                    machine_id: Some(1),
+                    ..Default::default()
+                }),
+                TracePacket::MACHINE_ID,
+            ),
+            (
+                te(TrackEvent {
+                    counter_value: Some(1),
+                    ..Default::default()
+                }),
+                TrackEvent::COUNTER_VALUE,
+            ),
+            (
+                te(TrackEvent {
+                    category_iids: vec![1],
+                    ..Default::default()
+                }),
+                TrackEvent::CATEGORY_IIDS,
+            ),
+            (
+                da(DebugAnnotation {
+                    string_value_iid: Some(1),
+                    ..Default::default()
+                }),
+                DebugAnnotation::STRING_VALUE_IID,
+            ),
+            (
+                Trace {
+                    packet: vec![TracePacket::default()],
+                }
+                .encode_to_vec(),
+                Trace::PACKET,
+            ),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(first_field(&bytes), want, "{bytes:x?}");
+        }
+    }
+
+    #[test]
+    fn field_numbers_are_unique_within_each_message() {
+        for (i, (m, f, n)) in ALL_FIELDS.iter().enumerate() {
+            assert!((1..(1 << 29)).contains(n), "{m}.{f}");
+            for (m2, f2, n2) in &ALL_FIELDS[i + 1..] {
+                assert!(m != m2 || n != n2, "{m}.{f} and {m2}.{f2} share {n}");
+            }
+        }
+    }
+}
