@@ -98,6 +98,9 @@ pub enum OffCpuReason {
 }
 
 impl OffCpuReason {
+    /// Every reason, in value order.
+    pub const ALL: [OffCpuReason; 2] = [Self::Preempted, Self::Blocked];
+
     pub fn from_u32(v: u32) -> Option<Self> {
         match v {
             1 => Some(Self::Preempted),

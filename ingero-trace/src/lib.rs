@@ -7,6 +7,7 @@
 //! recordings do not compile the agent.
 
 pub mod clock;
+pub mod fast_map;
 pub mod host;
 pub mod model;
 pub mod proto;

@@ -3,7 +3,7 @@
 //! process whatever the trace length; used for contention, concurrency around slow calls,
 //! allocation spikes and memory growth.
 
-use ingero_trace::write::FastMap;
+use ingero_trace::fast_map::FastMap;
 
 /// Bins across the selected range.
 pub const BINS: usize = 1024;

@@ -15,9 +15,9 @@ use super::processes::ProcStats;
 use super::scan::Scan;
 use super::selection::Selection;
 use super::slow_calls::SlowCalls;
+use ingero_trace::fast_map::FastMap;
 use ingero_trace::model::{CudaCallRecord, ReadRecord};
 use ingero_trace::read::{TimeRange, TraceReader};
-use ingero_trace::write::FastMap;
 
 /// Calls that returned one error code from one operation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -10,9 +10,9 @@ use serde::Serialize;
 
 use super::labels::{LabelIndex, ValueId};
 use super::resolve_cache::ResolveCache;
+use ingero_trace::fast_map::FastMap;
 use ingero_trace::model::{CudaArgs, MemcpyKind};
 use ingero_trace::model::{CudaCallRecord, OffCpuRecord};
-use ingero_trace::write::FastMap;
 
 /// Whether an op waits for the device (its time is synchronisation wait).
 pub fn is_sync(op: CudaOp) -> bool {

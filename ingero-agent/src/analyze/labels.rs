@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 
+use ingero_trace::fast_map::FastMap;
 use ingero_trace::model::AnnotationRecord;
 use ingero_trace::model::LabelInterval;
-use ingero_trace::write::FastMap;
 
 /// A label value, interned (index into [`LabelIndex::value`]).
 pub type ValueId = u32;

@@ -2,7 +2,7 @@
 //! appearance) so per-process state lives in vectors. Consecutive events mostly come from the
 //! same process, so the last answer is checked before the map.
 
-use ingero_trace::write::FastMap;
+use ingero_trace::fast_map::FastMap;
 
 /// Process id to dense slot.
 #[derive(Default)]

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use ingero_ebpf::CudaOp;
 
+use ingero_trace::fast_map::FastMap;
 use ingero_trace::model::CudaArgs;
 use ingero_trace::model::CudaCallRecord;
-use ingero_trace::write::FastMap;
 
 /// First calls kept per process and operation, for the cold-start rule.
 pub const FIRST_CALLS: usize = 5;

@@ -316,9 +316,9 @@ mod tests {
 
     use super::*;
     use crate::analyze::labels::test_records::state;
+    use ingero_trace::fast_map::FastMap;
     use ingero_trace::model::ThreadRef;
     use ingero_trace::model::{CudaArgs, MemcpyKind};
-    use ingero_trace::write::FastMap;
 
     fn index() -> LabelIndex {
         let mut ix = LabelIndex::default();

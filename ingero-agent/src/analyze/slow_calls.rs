@@ -13,8 +13,8 @@ use ingero_ebpf::cuda_ops::MAX_OP;
 use ingero_ebpf::{CudaOp, OffCpuReason};
 
 use super::groups::add_preempter;
+use ingero_trace::fast_map::FastMap;
 use ingero_trace::model::{CudaCallRecord, OffCpuRecord};
-use ingero_trace::write::FastMap;
 
 /// Slowest calls kept per operation.
 pub const TOP_K: usize = 32;

@@ -170,7 +170,7 @@ impl Serialize for EventJson<'_> {
         let (kind, op, duration, ret): (&str, &str, u64, Option<i32>) = match event {
             Event::Cuda(c) => ("cuda", c.op.name(), c.duration_ns, Some(c.ret)),
             Event::OffCpu(o) => ("sched", "off_cpu", o.duration_ns, None),
-            Event::Process(p) => ("process", p.op.name(), 0, None),
+            Event::Process(p) => ("process", p.op.text(), 0, None),
         };
         map.serialize_entry("type", kind)?;
         map.serialize_entry("op", op)?;

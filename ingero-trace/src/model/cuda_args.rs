@@ -1,5 +1,7 @@
 //! A CUDA call's arguments, named per op ([`CudaArgs`]), and the error codes users see most.
 
+use std::borrow::Cow;
+
 /// `cudaMemcpyKind`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MemcpyKind {
@@ -23,6 +25,7 @@ impl MemcpyKind {
         }
     }
 
+    /// The direction as users read it (`H2D`); every unknown value is `unknown`.
     pub fn label(self) -> &'static str {
         match self {
             Self::HostToHost => "H2H",
@@ -33,6 +36,35 @@ impl MemcpyKind {
             Self::Unknown(_) => "unknown",
         }
     }
+
+    /// As written in recordings: the label, or `unknown:<raw>` so that the raw value survives.
+    pub fn text(self) -> Cow<'static, str> {
+        match self {
+            Self::Unknown(v) => Cow::Owned(format!("unknown:{v}")),
+            k => Cow::Borrowed(k.label()),
+        }
+    }
+
+    /// Reads [`Self::text`]'s output; anything else is `Unknown(0)`.
+    pub fn from_text(text: &str) -> MemcpyKind {
+        if let Some(raw) = text.strip_prefix("unknown:") {
+            return MemcpyKind::Unknown(raw.parse().unwrap_or(0));
+        }
+        (0..5)
+            .map(MemcpyKind::from_raw)
+            .find(|k| k.label() == text)
+            .unwrap_or(MemcpyKind::Unknown(0))
+    }
+}
+
+/// A kernel launch's configuration, as carried by the `launch` argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LaunchConfig {
+    pub func: u64,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem: u64,
+    pub stream: u64,
 }
 
 /// The arguments of a call, named per op.
@@ -126,4 +158,19 @@ pub fn cuda_error_name(code: i32) -> Option<&'static str> {
         999 => "cudaErrorUnknown",
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memcpy_kinds_round_trip_through_their_recorded_text() {
+        for raw in [0, 1, 2, 3, 4, 5, 17, u64::MAX] {
+            let k = MemcpyKind::from_raw(raw);
+            assert_eq!(MemcpyKind::from_text(&k.text()), k, "{raw}");
+        }
+        assert_eq!(MemcpyKind::from_text(""), MemcpyKind::Unknown(0));
+        assert_eq!(MemcpyKind::from_text("sideways"), MemcpyKind::Unknown(0));
+    }
 }

@@ -71,27 +71,18 @@ pub struct OffCpu {
     pub next_comm: Comm,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProcessOp {
-    Exec,
-    /// The whole process ended (its last thread exited).
-    Exit,
-    ThreadExit,
-    /// A new process.
-    Fork,
-    /// A new thread in the same process.
-    ThreadStart,
-}
-
-impl ProcessOp {
-    pub fn name(self) -> &'static str {
-        match self {
-            ProcessOp::Exec => "exec",
-            ProcessOp::Exit => "exit",
-            ProcessOp::ThreadExit => "thread_exit",
-            ProcessOp::Fork => "fork",
-            ProcessOp::ThreadStart => "thread_start",
-        }
+crate::vocab::words! {
+    /// A process or thread lifecycle event; its text is the instant's name in recordings and
+    /// the `op` of `--json`.
+    pub enum ProcessOp {
+        Exec = "exec",
+        /// The whole process ended (its last thread exited).
+        Exit = "exit",
+        ThreadExit = "thread_exit",
+        /// A new process.
+        Fork = "fork",
+        /// A new thread in the same process.
+        ThreadStart = "thread_start",
     }
 }
 

@@ -7,7 +7,7 @@ mod recorded;
 mod session;
 mod timeline;
 
-pub use cuda_args::{CudaArgs, MemcpyKind, cuda_error_name};
+pub use cuda_args::{CudaArgs, LaunchConfig, MemcpyKind, cuda_error_name};
 pub use event::{Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task};
 pub use recorded::{
     CounterKind, CounterSample, CudaCallRecord, LabelInterval, LifecycleRecord, OffCpuRecord,

@@ -92,7 +92,7 @@ impl FileDecoder {
 
     /// Packets skipped after a lost container because they needed the state it held.
     pub fn packets_skipped(&self) -> u64 {
-        self.dec.lost_packets
+        self.dec.lost_packets()
     }
 
     /// Gives up the current container: see the module docs.
@@ -107,7 +107,7 @@ impl FileDecoder {
 
     /// What the clock snapshots said so far (see [`ClocksSeen`]).
     pub fn clocks(&self) -> ClocksSeen {
-        self.dec.clocks
+        self.dec.clocks()
     }
 
     /// Packets the fast path's byte-layout match decoded so far.
@@ -151,7 +151,7 @@ impl FileDecoder {
             return Ok(false);
         }
         self.packets += 1;
-        self.dec.in_bundle = false;
+        self.dec.set_in_bundle(false);
         match self.dec.packet(bytes, slot)? {
             Step::Nothing => Ok(false),
             Step::Record => Ok(true),
@@ -165,7 +165,7 @@ impl FileDecoder {
                     }
                 }
                 self.pos = 0;
-                self.dec.in_bundle = true;
+                self.dec.set_in_bundle(true);
                 self.pending_into(slot)
             }
         }

@@ -96,7 +96,7 @@ fn file(dir: &Path, name: &str, corrupt: bool) -> PathBuf {
     let mut f = Vec::new();
     for p in [
         snapshot(1_000, true),
-        track(900, None, vocab::TRACK_TRACE_WIDE),
+        track(900, None, vocab::TrackName::TraceWide.text()),
         track(901, Some(900), "step"),
         bundle(&inner[..half], false),
         snapshot(5_000, true),

@@ -15,6 +15,7 @@ use super::{
 };
 use crate::model::CudaArgs;
 use crate::model::FinalStats;
+use crate::model::LaunchConfig;
 use crate::model::ReadRecord;
 use crate::model::TimelineRecord;
 use crate::proto::varint;
@@ -23,7 +24,7 @@ use crate::proto::{
     ThreadDescriptor, TracePacket, TrackDescriptor, TrackEvent, event_type,
 };
 use crate::synth::{self, SCENARIO_T0 as T0};
-use crate::vocab::{self, LaunchConfig, arg};
+use crate::vocab::{self, ArgKey};
 use crate::write::{Recorder, RecorderConfig};
 use ingero_ebpf::CudaOp;
 
@@ -372,7 +373,7 @@ fn launch_slice(inline: bool, cfg: &LaunchConfig) -> Vec<ReadRecord> {
             }],
             debug_annotation_names: vec![DebugAnnotationName {
                 iid: Some(1),
-                name: Some(arg::LAUNCH.into()),
+                name: Some(ArgKey::Launch.text().into()),
             }],
             debug_annotation_string_values: vec![InternedString {
                 iid: Some(1),
@@ -400,7 +401,7 @@ fn launch_slice(inline: bool, cfg: &LaunchConfig) -> Vec<ReadRecord> {
             name_iid: Some(1),
             debug_annotations: vec![DebugAnnotation {
                 name_iid: (!inline).then_some(1),
-                name: inline.then(|| arg::LAUNCH.to_owned()),
+                name: inline.then(|| ArgKey::Launch.text().to_owned()),
                 string_value_iid: (!inline).then_some(1),
                 string_value: inline.then(|| text.clone()),
                 ..Default::default()

@@ -10,16 +10,17 @@ use prost::Message;
 
 use super::Recorder;
 use super::chunk::CHUNK_LIMIT;
-use super::interner::Arg;
 use super::tests::{config, read_all, tmp_dir, write_all};
 use crate::model::FinalStats;
+use crate::model::LaunchConfig;
 use crate::model::ReadRecord;
 use crate::model::TimelineRecord;
 use crate::model::{CudaArgs, Event, ProcessEvent, ProcessOp};
 use crate::proto::{TracePacket, event_type};
 use crate::read::{PacketReader, TimeRange, TraceReader};
 use crate::synth::{self, SCENARIO_PID as P, SCENARIO_T0 as T0};
-use crate::vocab::{self, LaunchConfig};
+use crate::vocab;
+use crate::vocab::ArgKey;
 
 const MS: u64 = 1_000_000;
 
@@ -378,7 +379,7 @@ fn a_launch_is_one_argument_interned_once_per_configuration() {
             }
             assert_eq!(te.debug_annotations.len(), 1, "one argument per launch");
             let a = &te.debug_annotations[0];
-            assert_eq!(a.name_iid, Some(Arg::Launch.iid()));
+            assert_eq!(a.name_iid, Some(ArgKey::Launch.iid()));
             assert!(declared.iter().any(|(iid, _)| *iid == a.string_value_iid));
             launch_args += 1;
         }

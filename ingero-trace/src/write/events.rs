@@ -6,35 +6,23 @@
 //! (`encode.rs`): no per-event allocation, one hash lookup for a launch's configuration, and
 //! the thread's track from the per-tid cache.
 
-use std::borrow::Cow;
-
 use anyhow::Result;
 
 use super::encode::{self, EventTail};
-use super::interner::{Arg, Cat, Interner, Name, StrKey};
+use super::interner::{Interner, StrKey};
 use super::recorder::Recorder;
 use super::slices::Begun;
 use super::tracks::{Hint, ThreadTrack, TrackKey};
+use crate::model::LaunchConfig;
 use crate::model::{
-    CudaArgs, CudaCall, Event, MemcpyKind, OffCpu, ProcessEvent, ProcessOp, Task, cuda_error_name,
+    CudaArgs, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task, cuda_error_name,
 };
 use crate::proto::event_type;
-use crate::vocab::{LaunchConfig, launch_text};
-
-/// `MemcpyKind` as written: its label, or `unknown:<raw>`.
-pub fn memcpy_kind_text(kind: MemcpyKind) -> String {
-    memcpy_kind_str(kind).into_owned()
-}
-
-fn memcpy_kind_str(kind: MemcpyKind) -> Cow<'static, str> {
-    match kind {
-        MemcpyKind::Unknown(v) => Cow::Owned(format!("unknown:{v}")),
-        k => Cow::Borrowed(k.label()),
-    }
-}
+use crate::vocab::launch_text;
+use crate::vocab::{ArgKey, Category, EventName};
 
 /// A string value through the sequence's interning table (inline past its cap).
-fn string_arg(buf: &mut Vec<u8>, interner: &mut Interner, arg: Arg, key: StrKey<'_>) {
+fn string_arg(buf: &mut Vec<u8>, interner: &mut Interner, arg: ArgKey, key: StrKey<'_>) {
     match interner.string(key.clone()) {
         Some(iid) => encode::arg_string_iid(buf, arg.iid(), iid),
         None => encode::arg_string(buf, arg.iid(), key.render().as_bytes()),
@@ -45,7 +33,7 @@ fn string_arg(buf: &mut Vec<u8>, interner: &mut Interner, arg: Arg, key: StrKey<
 fn cuda_args(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
     let stream = |buf: &mut Vec<u8>, interner: &mut Interner, s: Option<u64>| {
         if let Some(s) = s {
-            string_arg(buf, interner, Arg::Stream, StrKey::Ptr(s));
+            string_arg(buf, interner, ArgKey::Stream, StrKey::Ptr(s));
         }
     };
     match *a {
@@ -64,8 +52,8 @@ fn cuda_args(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
                 stream,
             };
             match interner.launch(&l) {
-                Some(iid) => encode::arg_string_iid(buf, Arg::Launch.iid(), iid),
-                None => encode::arg_string(buf, Arg::Launch.iid(), launch_text(&l).as_bytes()),
+                Some(iid) => encode::arg_string_iid(buf, ArgKey::Launch.iid(), iid),
+                None => encode::arg_string(buf, ArgKey::Launch.iid(), launch_text(&l).as_bytes()),
             }
         }
         CudaArgs::Alloc {
@@ -73,9 +61,9 @@ fn cuda_args(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
             ptr,
             stream: s,
         } => {
-            encode::arg_uint(buf, Arg::Size.iid(), size);
+            encode::arg_uint(buf, ArgKey::Size.iid(), size);
             if let Some(p) = ptr {
-                encode::arg_pointer(buf, Arg::Ptr.iid(), p);
+                encode::arg_pointer(buf, ArgKey::Ptr.iid(), p);
             }
             stream(buf, interner, s);
         }
@@ -84,19 +72,19 @@ fn cuda_args(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
             size,
             stream: s,
         } => {
-            encode::arg_pointer(buf, Arg::Ptr.iid(), ptr);
+            encode::arg_pointer(buf, ArgKey::Ptr.iid(), ptr);
             if let Some(size) = size {
-                encode::arg_uint(buf, Arg::Size.iid(), size);
+                encode::arg_uint(buf, ArgKey::Size.iid(), size);
             }
             stream(buf, interner, s);
         }
-        CudaArgs::HostAlloc { size } => encode::arg_uint(buf, Arg::Size.iid(), size),
-        CudaArgs::HostFree { ptr } => encode::arg_pointer(buf, Arg::Ptr.iid(), ptr),
+        CudaArgs::HostAlloc { size } => encode::arg_uint(buf, ArgKey::Size.iid(), size),
+        CudaArgs::HostFree { ptr } => encode::arg_pointer(buf, ArgKey::Ptr.iid(), ptr),
         CudaArgs::GraphLaunch {
             graph_exec,
             stream: s,
         } => {
-            string_arg(buf, interner, Arg::GraphExec, StrKey::Ptr(graph_exec));
+            string_arg(buf, interner, ArgKey::GraphExec, StrKey::Ptr(graph_exec));
             stream(buf, interner, Some(s));
         }
         CudaArgs::Memcpy {
@@ -105,12 +93,12 @@ fn cuda_args(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
             stream: s,
             width_height,
         } => {
-            encode::arg_uint(buf, Arg::Count.iid(), count);
-            let k = memcpy_kind_str(kind);
-            string_arg(buf, interner, Arg::Kind, StrKey::Text(&k));
+            encode::arg_uint(buf, ArgKey::Count.iid(), count);
+            let k = kind.text();
+            string_arg(buf, interner, ArgKey::Kind, StrKey::Text(&k));
             if let Some((w, h)) = width_height {
-                encode::arg_uint(buf, Arg::Width.iid(), w);
-                encode::arg_uint(buf, Arg::Height.iid(), h);
+                encode::arg_uint(buf, ArgKey::Width.iid(), w);
+                encode::arg_uint(buf, ArgKey::Height.iid(), h);
             }
             stream(buf, interner, s);
         }
@@ -120,19 +108,19 @@ fn cuda_args(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
             src_device,
             stream: s,
         } => {
-            encode::arg_uint(buf, Arg::Count.iid(), count);
-            encode::arg_int(buf, Arg::DstDevice.iid(), i64::from(dst_device));
-            encode::arg_int(buf, Arg::SrcDevice.iid(), i64::from(src_device));
+            encode::arg_uint(buf, ArgKey::Count.iid(), count);
+            encode::arg_int(buf, ArgKey::DstDevice.iid(), i64::from(dst_device));
+            encode::arg_int(buf, ArgKey::SrcDevice.iid(), i64::from(src_device));
             stream(buf, interner, s);
         }
         CudaArgs::Memset { count, stream: s } => {
-            encode::arg_uint(buf, Arg::Count.iid(), count);
+            encode::arg_uint(buf, ArgKey::Count.iid(), count);
             stream(buf, interner, s);
         }
         CudaArgs::Sync { stream: s, event } => {
             stream(buf, interner, s);
             if let Some(ev) = event {
-                string_arg(buf, interner, Arg::Event, StrKey::Ptr(ev));
+                string_arg(buf, interner, ArgKey::Event, StrKey::Ptr(ev));
             }
         }
     }
@@ -195,19 +183,19 @@ impl Recorder {
         let e = self.event_open(late, c.ts_ns)?;
         let (buf, seq) = self.event_args(&e);
         if c.ret != 0 {
-            encode::category(buf, Cat::CudaError.iid());
+            encode::category(buf, Category::CudaError.iid());
         }
         cuda_args(buf, &mut seq.interner, &c.args);
         if c.ret != 0 {
-            encode::arg_int(buf, Arg::Ret.iid(), i64::from(c.ret));
+            encode::arg_int(buf, ArgKey::Ret.iid(), i64::from(c.ret));
             if let Some(name) = cuda_error_name(c.ret) {
-                string_arg(buf, &mut seq.interner, Arg::Error, StrKey::Text(name));
+                string_arg(buf, &mut seq.interner, ArgKey::Error, StrKey::Text(name));
             }
         }
         if let Some(d) = begun.clamped_from_ns {
-            encode::arg_uint(buf, Arg::ClampedFromNs.iid(), d);
+            encode::arg_uint(buf, ArgKey::ClampedFromNs.iid(), d);
         }
-        let name = seq.interner.name(Name::Op(c.op));
+        let name = seq.interner.name(EventName::Op(c.op));
         self.event_close(e, &EventTail::named(event_type::SLICE_BEGIN, name, track))?;
         if late {
             self.late_slice_end(track, begun.end)?;
@@ -250,16 +238,21 @@ impl Recorder {
         let begun = self.begin_slice(late, track, o.ts_ns, o.duration_ns);
         let e = self.event_open(late, o.ts_ns)?;
         let (buf, seq) = self.event_args(&e);
-        encode::category(buf, Cat::Sched.iid());
-        encode::arg_uint(buf, Arg::NextTid.iid(), u64::from(o.next_tid));
+        encode::category(buf, Category::Sched.iid());
+        encode::arg_uint(buf, ArgKey::NextTid.iid(), u64::from(o.next_tid));
         let next = o.next_comm.as_str();
-        string_arg(buf, &mut seq.interner, Arg::NextComm, StrKey::Text(&next));
-        encode::arg_int(buf, Arg::PrevState.iid(), o.prev_state);
-        encode::arg_uint(buf, Arg::Cpu.iid(), u64::from(o.task.cpu));
+        string_arg(
+            buf,
+            &mut seq.interner,
+            ArgKey::NextComm,
+            StrKey::Text(&next),
+        );
+        encode::arg_int(buf, ArgKey::PrevState.iid(), o.prev_state);
+        encode::arg_uint(buf, ArgKey::Cpu.iid(), u64::from(o.task.cpu));
         if let Some(d) = begun.clamped_from_ns {
-            encode::arg_uint(buf, Arg::ClampedFromNs.iid(), d);
+            encode::arg_uint(buf, ArgKey::ClampedFromNs.iid(), d);
         }
-        let name = seq.interner.name(Name::OffCpu(o.reason));
+        let name = seq.interner.name(EventName::OffCpu(o.reason));
         self.event_close(e, &EventTail::named(event_type::SLICE_BEGIN, name, track))?;
         if late {
             self.late_slice_end(track, begun.end)?;
@@ -276,13 +269,13 @@ impl Recorder {
         let track = self.thread_track(ThreadTrack::Thread, &p.task)?;
         let e = self.event_open(late, p.ts_ns)?;
         let (buf, seq) = self.event_args(&e);
-        encode::category(buf, Cat::Process.iid());
-        encode::arg_uint(buf, Arg::OtherPid.iid(), u64::from(p.other_pid));
-        encode::arg_bool(buf, Arg::CloneFlagsKnown.iid(), p.clone_flags_known);
+        encode::category(buf, Category::Process.iid());
+        encode::arg_uint(buf, ArgKey::OtherPid.iid(), u64::from(p.other_pid));
+        encode::arg_bool(buf, ArgKey::CloneFlagsKnown.iid(), p.clone_flags_known);
         if !p.text.is_empty() {
-            encode::arg_string(buf, Arg::Text.iid(), p.text.as_bytes());
+            encode::arg_string(buf, ArgKey::Text.iid(), p.text.as_bytes());
         }
-        let name = seq.interner.name(Name::Lifecycle(p.op));
+        let name = seq.interner.name(EventName::Lifecycle(p.op));
         self.event_close(e, &EventTail::named(event_type::INSTANT, name, track))?;
         match p.op {
             ProcessOp::Exit => {

@@ -1,7 +1,7 @@
 //! Interning for one packet sequence: names, categories, debug-annotation keys and string
 //! values become small ids (`iid`s) that packets reference instead of repeating the text.
 //!
-//! The fixed vocabulary (CUDA op names, lifecycle names, argument keys, categories) gets fixed
+//! The fixed vocabulary (`crate::vocab`: event names, argument keys, categories) gets fixed
 //! iids and is declared once in the sequence's first packet, so the hot path does no hashing
 //! for it. Open-ended values (label keys, thread names, stream pointers, kernel launch
 //! configurations) are interned on first use and declared in the packet that first uses them.
@@ -9,201 +9,19 @@
 //! the length of the trace.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::Hasher;
 
-use ingero_ebpf::{CudaOp, OffCpuReason};
+use ingero_ebpf::cuda_ops::MAX_OP;
 
-/// Upper bound on `CudaOp` values (mirrors the eBPF crate's array bound).
-const MAX_OP: usize = 64;
-
-use crate::model::ProcessOp;
-use crate::proto::{DebugAnnotationName, EventCategory, EventName, InternedData, InternedString};
-use crate::vocab::{self, LaunchConfig, arg, session};
+use crate::fast_map::FastMap;
+use crate::model::LaunchConfig;
+use crate::proto::{
+    DebugAnnotationName, EventCategory, EventName as ProtoEventName, InternedData, InternedString,
+};
+use crate::vocab::{self, ArgKey, Category, EventName};
 
 /// Most dynamic entries one sequence interns before writing values inline.
 pub const MAX_DYNAMIC: usize = 65_536;
-
-/// Multiplicative hashing for integer keys: the keys are pointers and small ints, so SipHash's
-/// DoS resistance buys nothing here and costs a third of the writer's time.
-#[derive(Default, Clone, Copy)]
-pub struct FastHasher(u64);
-
-impl Hasher for FastHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 =
-                (self.0.rotate_left(5) ^ u64::from(*b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(u64::from(v));
-    }
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
-    }
-}
-
-pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
-
-/// Debug-annotation keys with fixed iids (`key as u64`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Arg {
-    Ret = 1,
-    Error,
-    Size,
-    Ptr,
-    Stream,
-    Func,
-    Grid,
-    Block,
-    SharedMem,
-    GraphExec,
-    Count,
-    Kind,
-    Width,
-    Height,
-    DstDevice,
-    SrcDevice,
-    Event,
-    ClampedFromNs,
-    NextTid,
-    NextComm,
-    PrevState,
-    Cpu,
-    OtherPid,
-    CloneFlagsKnown,
-    Text,
-    ProvenanceUid,
-    ProvenancePid,
-    ScopePid,
-    ScopeStartTime,
-    Continued,
-    Host,
-    Kernel,
-    AgentVersion,
-    CommandLine,
-    Targets,
-    Probes,
-    MachineId,
-    FileIndex,
-    StartedRealtimeNs,
-    /// Last so that the iids above stay what older recordings used.
-    Launch,
-}
-
-const ARGS: &[(Arg, &str)] = &[
-    (Arg::Ret, arg::RET),
-    (Arg::Error, arg::ERROR),
-    (Arg::Size, arg::SIZE),
-    (Arg::Ptr, arg::PTR),
-    (Arg::Stream, arg::STREAM),
-    (Arg::Func, arg::FUNC),
-    (Arg::Grid, arg::GRID),
-    (Arg::Block, arg::BLOCK),
-    (Arg::SharedMem, arg::SHARED_MEM),
-    (Arg::GraphExec, arg::GRAPH_EXEC),
-    (Arg::Count, arg::COUNT),
-    (Arg::Kind, arg::KIND),
-    (Arg::Width, arg::WIDTH),
-    (Arg::Height, arg::HEIGHT),
-    (Arg::DstDevice, arg::DST_DEVICE),
-    (Arg::SrcDevice, arg::SRC_DEVICE),
-    (Arg::Event, arg::EVENT),
-    (Arg::ClampedFromNs, arg::CLAMPED_FROM_NS),
-    (Arg::NextTid, arg::NEXT_TID),
-    (Arg::NextComm, arg::NEXT_COMM),
-    (Arg::PrevState, arg::PREV_STATE),
-    (Arg::Cpu, arg::CPU),
-    (Arg::OtherPid, arg::OTHER_PID),
-    (Arg::CloneFlagsKnown, arg::CLONE_FLAGS_KNOWN),
-    (Arg::Text, arg::TEXT),
-    (Arg::ProvenanceUid, arg::PROVENANCE_UID),
-    (Arg::ProvenancePid, arg::PROVENANCE_PID),
-    (Arg::ScopePid, arg::SCOPE_PID),
-    (Arg::ScopeStartTime, arg::SCOPE_START_TIME),
-    (Arg::Continued, arg::CONTINUED),
-    (Arg::Host, session::HOST),
-    (Arg::Kernel, session::KERNEL),
-    (Arg::AgentVersion, session::AGENT_VERSION),
-    (Arg::CommandLine, session::COMMAND_LINE),
-    (Arg::Targets, session::TARGETS),
-    (Arg::Probes, session::PROBES),
-    (Arg::MachineId, session::MACHINE_ID),
-    (Arg::FileIndex, session::FILE_INDEX),
-    (Arg::StartedRealtimeNs, session::STARTED_REALTIME_NS),
-    (Arg::Launch, arg::LAUNCH),
-];
-
-impl Arg {
-    pub fn iid(self) -> u64 {
-        self as u64
-    }
-}
-
-/// Categories with fixed iids.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Cat {
-    CudaError = 1,
-    Sched,
-    Process,
-    Annotation,
-    Ingero,
-}
-
-const CATS: &[(Cat, &str)] = &[
-    (Cat::CudaError, vocab::CAT_CUDA_ERROR),
-    (Cat::Sched, vocab::CAT_SCHED),
-    (Cat::Process, vocab::CAT_PROCESS),
-    (Cat::Annotation, vocab::CAT_ANNOTATION),
-    (Cat::Ingero, vocab::CAT_INGERO),
-];
-
-impl Cat {
-    pub fn iid(self) -> u64 {
-        self as u64
-    }
-}
-
-/// Event names with fixed iids.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Name {
-    Op(CudaOp),
-    OffCpu(OffCpuReason),
-    Lifecycle(ProcessOp),
-    Session,
-    Statistics,
-    Annotation,
-}
-
-const LIFECYCLE: [ProcessOp; 5] = [
-    ProcessOp::Exec,
-    ProcessOp::Exit,
-    ProcessOp::ThreadExit,
-    ProcessOp::Fork,
-    ProcessOp::ThreadStart,
-];
-const OFF_CPU: [OffCpuReason; 2] = [OffCpuReason::Preempted, OffCpuReason::Blocked];
-
-fn fixed_names() -> Vec<(Name, &'static str)> {
-    let mut v: Vec<(Name, &'static str)> = CudaOp::ALL
-        .iter()
-        .map(|op| (Name::Op(*op), op.name()))
-        .collect();
-    v.extend(OFF_CPU.iter().map(|r| (Name::OffCpu(*r), r.name())));
-    v.extend(LIFECYCLE.iter().map(|p| (Name::Lifecycle(*p), p.name())));
-    v.push((Name::Session, vocab::EV_SESSION));
-    v.push((Name::Statistics, vocab::EV_STATISTICS));
-    v.push((Name::Annotation, vocab::EV_ANNOTATION));
-    v
-}
 
 /// A string value interned by its source, so lookups need not format it first.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -224,7 +42,7 @@ impl StrKey<'_> {
 
 /// A launch configuration as a hash key: packed into six words, so equality is a few wide
 /// compares and the hash one mix of them (the derived `Hash` of its arrays feeds
-/// [`FastHasher`] byte by byte).
+/// [`FastHasher`](crate::fast_map::FastHasher) byte by byte).
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct LaunchKey([u64; 6]);
 
@@ -260,8 +78,8 @@ impl std::hash::Hash for LaunchKey {
 /// The interning state of one sequence.
 pub struct Interner {
     op_iid: [u64; MAX_OP],
-    name_iids: Vec<(Name, u64)>,
-    fixed_names: Vec<(Name, &'static str)>,
+    /// Every fixed event name; its iid is its place here, from 1.
+    fixed_names: Vec<EventName>,
     dyn_debug_names: HashMap<String, u64>,
     next_debug_name: u64,
     ptrs: FastMap<u64, u64>,
@@ -279,24 +97,20 @@ impl Default for Interner {
 
 impl Interner {
     pub fn new() -> Interner {
-        let fixed_names = fixed_names();
+        let fixed_names: Vec<EventName> = EventName::all().collect();
         let mut op_iid = [0u64; MAX_OP];
-        let mut name_iids = Vec::new();
-        for (i, (name, _)) in fixed_names.iter().enumerate() {
-            let iid = i as u64 + 1;
-            if let Name::Op(op) = name {
+        for (i, name) in fixed_names.iter().enumerate() {
+            if let EventName::Op(op) = name {
                 if let Some(slot) = op_iid.get_mut(*op as usize) {
-                    *slot = iid;
+                    *slot = i as u64 + 1;
                 }
             }
-            name_iids.push((*name, iid));
         }
         let mut me = Interner {
             op_iid,
-            name_iids,
             fixed_names,
             dyn_debug_names: HashMap::new(),
-            next_debug_name: ARGS.len() as u64 + 1,
+            next_debug_name: ArgKey::ALL.len() as u64 + 1,
             ptrs: FastMap::default(),
             texts: HashMap::new(),
             launches: FastMap::default(),
@@ -311,48 +125,43 @@ impl Interner {
     /// vocabulary for the next packet.
     pub fn clear(&mut self) {
         self.dyn_debug_names.clear();
-        self.next_debug_name = ARGS.len() as u64 + 1;
+        self.next_debug_name = ArgKey::ALL.len() as u64 + 1;
         self.ptrs.clear();
         self.texts.clear();
         self.launches.clear();
         self.next_str = 1;
         let mut fixed = InternedData::default();
-        for (name, text) in &self.fixed_names {
-            let iid = self
-                .name_iids
-                .iter()
-                .find(|(n, _)| n == name)
-                .map_or(0, |(_, i)| *i);
-            fixed.event_names.push(EventName {
-                iid: Some(iid),
-                name: Some((*text).to_owned()),
+        for (i, name) in self.fixed_names.iter().enumerate() {
+            fixed.event_names.push(ProtoEventName {
+                iid: Some(i as u64 + 1),
+                name: Some(name.text().to_owned()),
             });
         }
-        fixed.event_categories = CATS
+        fixed.event_categories = Category::ALL
             .iter()
-            .map(|(c, n)| EventCategory {
+            .map(|c| EventCategory {
                 iid: Some(c.iid()),
-                name: Some((*n).to_owned()),
+                name: Some(c.text().to_owned()),
             })
             .collect();
-        fixed.debug_annotation_names = ARGS
+        fixed.debug_annotation_names = ArgKey::ALL
             .iter()
-            .map(|(a, n)| DebugAnnotationName {
+            .map(|a| DebugAnnotationName {
                 iid: Some(a.iid()),
-                name: Some((*n).to_owned()),
+                name: Some(a.text().to_owned()),
             })
             .collect();
         self.pending = fixed;
     }
 
-    pub fn name(&self, name: Name) -> u64 {
+    pub fn name(&self, name: EventName) -> u64 {
         match name {
-            Name::Op(op) => self.op_iid.get(op as usize).copied().unwrap_or(0),
+            EventName::Op(op) => self.op_iid.get(op as usize).copied().unwrap_or(0),
             other => self
-                .name_iids
+                .fixed_names
                 .iter()
-                .find(|(n, _)| *n == other)
-                .map_or(0, |(_, i)| *i),
+                .position(|n| *n == other)
+                .map_or(0, |i| i as u64 + 1),
         }
     }
 
@@ -455,12 +264,13 @@ impl Interner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ingero_ebpf::CudaOp;
 
     #[test]
     fn fixed_vocabulary_is_declared_once_after_clear() {
         let mut i = Interner::new();
         let first = i.take_pending().expect("fixed vocabulary");
-        let malloc = i.name(Name::Op(CudaOp::Malloc));
+        let malloc = i.name(EventName::Op(CudaOp::Malloc));
         assert!(
             first
                 .event_names
@@ -471,7 +281,7 @@ mod tests {
             first
                 .debug_annotation_names
                 .iter()
-                .any(|n| n.iid == Some(Arg::Size.iid()) && n.name.as_deref() == Some("size"))
+                .any(|n| n.iid == Some(ArgKey::Size.iid()) && n.name.as_deref() == Some("size"))
         );
         assert!(i.take_pending().is_none(), "nothing new");
         i.clear();
@@ -497,7 +307,7 @@ mod tests {
         let k1 = i.debug_name("labels.step");
         assert_eq!(k1, i.debug_name("labels.step"));
         assert!(
-            k1 > Some(ARGS.len() as u64),
+            k1 > Some(ArgKey::ALL.len() as u64),
             "dynamic keys do not collide with fixed ones"
         );
     }
@@ -566,9 +376,9 @@ mod tests {
         let i = Interner::new();
         let mut seen = std::collections::HashSet::new();
         for op in CudaOp::ALL {
-            let iid = i.name(Name::Op(*op));
+            let iid = i.name(EventName::Op(*op));
             assert!(iid > 0 && seen.insert(iid), "{op:?}");
         }
-        assert!(seen.insert(i.name(Name::Session)));
+        assert!(seen.insert(i.name(EventName::Instant(vocab::Instant::Session))));
     }
 }

@@ -15,12 +15,12 @@ use std::collections::HashMap;
 
 use anyhow::Result;
 
-use super::interner::{Arg, Cat, Name};
 use super::recorder::Recorder;
 use super::tracks::{Hint, TrackKey};
 use crate::model::AnnotationRecord;
 use crate::proto::{DebugAnnotation, TrackEvent};
 use crate::vocab;
+use crate::vocab::{ArgKey, Category, EventName, Instant};
 
 struct OpenState {
     value: String,
@@ -57,13 +57,13 @@ impl LabelState {
 
 fn provenance(uid: u32, pid: Option<u32>, out: &mut Vec<DebugAnnotation>) {
     out.push(DebugAnnotation {
-        name_iid: Some(Arg::ProvenanceUid.iid()),
+        name_iid: Some(ArgKey::ProvenanceUid.iid()),
         uint_value: Some(u64::from(uid)),
         ..Default::default()
     });
     if let Some(pid) = pid {
         out.push(DebugAnnotation {
-            name_iid: Some(Arg::ProvenancePid.iid()),
+            name_iid: Some(ArgKey::ProvenancePid.iid()),
             uint_value: Some(u64::from(pid)),
             ..Default::default()
         });
@@ -74,7 +74,7 @@ impl Recorder {
     fn label_args(&mut self, a: &AnnotationRecord) -> Vec<DebugAnnotation> {
         let mut args = Vec::with_capacity(a.labels.len() + 3);
         for (k, v) in &a.labels {
-            let key = format!("{}{k}", vocab::arg::LABEL_PREFIX);
+            let key = format!("{}{k}", vocab::LABEL_PREFIX);
             let (name_iid, name) = match self.plain.interner.debug_name(&key) {
                 Some(iid) => (Some(iid), None),
                 None => (None, Some(key)),
@@ -89,7 +89,7 @@ impl Recorder {
         provenance(a.provenance_uid, a.provenance_pid, &mut args);
         if let Some(s) = a.scope {
             args.push(DebugAnnotation {
-                name_iid: Some(Arg::ScopeStartTime.iid()),
+                name_iid: Some(ArgKey::ScopeStartTime.iid()),
                 uint_value: Some(s.start_time),
                 ..Default::default()
             });
@@ -115,7 +115,7 @@ impl Recorder {
                 .join(", ");
             let te = TrackEvent {
                 name: Some(name),
-                category_iids: vec![Cat::Annotation.iid()],
+                category_iids: vec![Category::Annotation.iid()],
                 debug_annotations: args,
                 ..Default::default()
             };
@@ -123,8 +123,12 @@ impl Recorder {
         }
         let track = self.track(&TrackKey::Labels(scope), hint)?;
         let te = TrackEvent {
-            name_iid: Some(self.plain.interner.name(Name::Annotation)),
-            category_iids: vec![Cat::Annotation.iid()],
+            name_iid: Some(
+                self.plain
+                    .interner
+                    .name(EventName::Instant(Instant::Annotation)),
+            ),
+            category_iids: vec![Category::Annotation.iid()],
             debug_annotations: args,
             ..Default::default()
         };
@@ -168,14 +172,14 @@ impl Recorder {
         provenance(uid, pid, &mut args);
         if continued {
             args.push(DebugAnnotation {
-                name_iid: Some(Arg::Continued.iid()),
+                name_iid: Some(ArgKey::Continued.iid()),
                 bool_value: Some(true),
                 ..Default::default()
             });
         }
         let te = TrackEvent {
             name: Some(vocab::state_name(key, value)),
-            category_iids: vec![Cat::Annotation.iid()],
+            category_iids: vec![Category::Annotation.iid()],
             debug_annotations: args,
             ..Default::default()
         };

@@ -29,12 +29,12 @@ use super::clocks::ClockOffsets;
 use super::config::{CLOCK_SNAPSHOT_INTERVAL_NS, RESTART_INTERVAL_NS, RecorderConfig};
 use super::encode::{self, EventTail, Head, MachineIdField};
 use super::files::{self, Naming, Owner, TraceFile};
-use super::interner::{Arg, Cat, FastMap, Name};
 use super::labels::LabelState;
 use super::sequence::{LATE_SEQUENCE, MAIN_SEQUENCE, PLAIN_SEQUENCE, Sequence};
 use super::slices::{Begun, OpenSlices};
 use super::tracks::{Hint, TrackKey, Tracks};
 use crate::clock::{monotonic_now_ns, realtime_now_ns};
+use crate::fast_map::FastMap;
 use crate::host::machine_id;
 use crate::model::FinalStats;
 use crate::model::TimelineRecord;
@@ -42,6 +42,7 @@ use crate::proto::{
     DebugAnnotation, SEQ_NEEDS_INCREMENTAL_STATE, TracePacket, TrackDescriptor, TrackEvent,
     event_type,
 };
+use crate::vocab::{ArgKey, Category, EventName, Instant, StatsGroup};
 
 /// `TracePacket.interned_data`.
 const INTERNED_DATA: u32 = 12;
@@ -708,12 +709,12 @@ impl Recorder {
         let track = self.track(&TrackKey::Ingero, Hint { pid: 0, comm: "" })?;
         let s = &self.cfg.session;
         let strings = [
-            (Arg::Host, s.host.clone()),
-            (Arg::Kernel, s.kernel.clone()),
-            (Arg::AgentVersion, s.agent_version.clone()),
-            (Arg::CommandLine, s.command_line.clone()),
-            (Arg::Targets, s.targets.join("\n")),
-            (Arg::Probes, s.probes.join("\n")),
+            (ArgKey::Host, s.host.clone()),
+            (ArgKey::Kernel, s.kernel.clone()),
+            (ArgKey::AgentVersion, s.agent_version.clone()),
+            (ArgKey::CommandLine, s.command_line.clone()),
+            (ArgKey::Targets, s.targets.join("\n")),
+            (ArgKey::Probes, s.probes.join("\n")),
         ];
         let mut args: Vec<DebugAnnotation> = strings
             .into_iter()
@@ -724,9 +725,9 @@ impl Recorder {
             })
             .collect();
         for (k, v) in [
-            (Arg::MachineId, u64::from(self.machine_id)),
-            (Arg::FileIndex, self.counters.files.saturating_sub(1)),
-            (Arg::StartedRealtimeNs, self.started_realtime_ns),
+            (ArgKey::MachineId, u64::from(self.machine_id)),
+            (ArgKey::FileIndex, self.counters.files.saturating_sub(1)),
+            (ArgKey::StartedRealtimeNs, self.started_realtime_ns),
         ] {
             args.push(DebugAnnotation {
                 name_iid: Some(k.iid()),
@@ -735,8 +736,12 @@ impl Recorder {
             });
         }
         let te = TrackEvent {
-            name_iid: Some(self.plain.interner.name(Name::Session)),
-            category_iids: vec![Cat::Ingero.iid()],
+            name_iid: Some(
+                self.plain
+                    .interner
+                    .name(EventName::Instant(Instant::Session)),
+            ),
+            category_iids: vec![Category::Ingero.iid()],
             debug_annotations: args,
             ..Default::default()
         };
@@ -744,7 +749,6 @@ impl Recorder {
     }
 
     fn write_statistics(&mut self, ts: u64, stats: &FinalStats) -> Result<()> {
-        use crate::vocab::stats as prefix;
         let track = self.track(&TrackKey::Ingero, Hint { pid: 0, comm: "" })?;
         let c = self.counters;
         let own = [
@@ -756,10 +760,10 @@ impl Recorder {
         ];
         let mut args = Vec::new();
         let groups: [(&str, &[(String, u64)]); 4] = [
-            (prefix::EVENTS, &stats.events),
-            (prefix::DROPS, &stats.drops),
-            (prefix::REJECTED, &stats.rejected),
-            (prefix::RECORDER, &stats.recorder),
+            (StatsGroup::Events.text(), &stats.events),
+            (StatsGroup::Drops.text(), &stats.drops),
+            (StatsGroup::Rejected.text(), &stats.rejected),
+            (StatsGroup::Recorder.text(), &stats.recorder),
         ];
         for (p, list) in groups {
             for (k, v) in list {
@@ -772,14 +776,18 @@ impl Recorder {
         }
         for (k, v) in own {
             args.push(DebugAnnotation {
-                name: Some(format!("{}{k}", prefix::RECORDER)),
+                name: Some(format!("{}{k}", StatsGroup::Recorder.text())),
                 uint_value: Some(v),
                 ..Default::default()
             });
         }
         let te = TrackEvent {
-            name_iid: Some(self.plain.interner.name(Name::Statistics)),
-            category_iids: vec![Cat::Ingero.iid()],
+            name_iid: Some(
+                self.plain
+                    .interner
+                    .name(EventName::Instant(Instant::Statistics)),
+            ),
+            category_iids: vec![Category::Ingero.iid()],
             debug_annotations: args,
             ..Default::default()
         };

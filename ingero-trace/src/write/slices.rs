@@ -5,7 +5,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::interner::FastMap;
+use crate::fast_map::FastMap;
 
 /// A slice end waiting for the stream to reach its time.
 #[derive(PartialEq, Eq, PartialOrd, Ord)]

@@ -17,12 +17,12 @@
 //!     off-CPU                  off-CPU intervals
 //! ```
 
-use super::interner::FastMap;
+use crate::fast_map::FastMap;
 use crate::proto::{
     CHILD_ORDERING_CHRONOLOGICAL, CounterDescriptor, ProcessDescriptor, ThreadDescriptor,
     TrackDescriptor, counter_unit,
 };
-use crate::vocab;
+use crate::vocab::TrackName;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum TrackKey {
@@ -261,18 +261,18 @@ fn describe(
     read_proc: bool,
 ) -> (TrackDescriptor, Option<u32>) {
     match key {
-        TrackKey::Ingero => (named(uuid, parent, vocab::TRACK_INGERO), None),
+        TrackKey::Ingero => (named(uuid, parent, TrackName::Ingero.text()), None),
         TrackKey::EventsPerSecond => (
             counter(
                 uuid,
                 parent,
-                vocab::TRACK_EVENTS_PER_SECOND,
+                TrackName::EventsPerSecond.text(),
                 counter_unit::COUNT,
             ),
             None,
         ),
         TrackKey::Drops => (
-            counter(uuid, parent, vocab::TRACK_DROPS, counter_unit::COUNT),
+            counter(uuid, parent, TrackName::Drops.text(), counter_unit::COUNT),
             None,
         ),
         TrackKey::Process(pid) => (
@@ -299,12 +299,15 @@ fn describe(
                 Some(pid),
             )
         }
-        TrackKey::OffCpu(_) => (named(uuid, parent, vocab::TRACK_OFF_CPU), Some(hint.pid)),
+        TrackKey::OffCpu(_) => (
+            named(uuid, parent, TrackName::OffCpu.text()),
+            Some(hint.pid),
+        ),
         TrackKey::Labels(scope) => {
             let name = if scope.is_some() {
-                vocab::TRACK_LABELS
+                TrackName::Labels.text()
             } else {
-                vocab::TRACK_TRACE_WIDE
+                TrackName::TraceWide.text()
             };
             let mut d = named(uuid, parent, name);
             d.child_ordering = Some(CHILD_ORDERING_CHRONOLOGICAL);
@@ -313,9 +316,9 @@ fn describe(
         TrackKey::State(scope, label) => (named(uuid, parent, label), *scope),
         TrackKey::SpanLane(scope, lane) => {
             let name = if *lane == 0 {
-                vocab::TRACK_SPANS.to_owned()
+                TrackName::Spans.text().to_owned()
             } else {
-                format!("{} #{}", vocab::TRACK_SPANS, lane + 1)
+                format!("{} #{}", TrackName::Spans.text(), lane + 1)
             };
             (named(uuid, parent, &name), *scope)
         }
@@ -323,7 +326,7 @@ fn describe(
             counter(
                 uuid,
                 parent,
-                vocab::TRACK_DEVICE_MEMORY,
+                TrackName::DeviceMemory.text(),
                 counter_unit::SIZE_BYTES,
             ),
             Some(*pid),

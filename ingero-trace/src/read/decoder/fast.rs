@@ -2,15 +2,15 @@
 //! fixed one-byte tags instead of the general field scanner.
 //!
 //! Two levels, each falling back to the next before any state has changed:
-//! - [`Decoder::fast`] first matches the writer's byte layout field by field, in its order:
+//! - [`FastPath::packet`] first matches the writer's byte layout field by field, in its order:
 //!   a slice end `{sequence id, track_event {type=2, track_uuid}, sequence_flags, machine_id,
 //!   timestamp}` and a slice begin with exactly one interned argument (a kernel launch)
 //!   `{.., track_event {debug_annotation {name_iid, string_value_iid}, type=1, name_iid,
 //!   track_uuid}, .., timestamp}`. A launch then takes its configuration straight from the
 //!   interned string, parsed when it was declared. What it decides for the bytes before the
-//!   timestamp is remembered (`memo.rs`), and [`Decoder::fast_each`] decodes a launch and the
+//!   timestamp is remembered (`memo.rs`), and [`FastPath::each`] decodes a launch and the
 //!   slice end that follows it on its track as one.
-//! - [`Decoder::fast_fields`] takes the same messages with fields in any order, any number of
+//! - [`fast_fields`] takes the same messages with fields in any order, any number of
 //!   interned arguments with integer or interned string values, and category iids.
 //!
 //! Anything else (another field, an inline name or string, an unknown argument key, a cleared
@@ -18,13 +18,17 @@
 
 use ingero_ebpf::CudaOp;
 
-use super::memo::{Action, Key};
-use super::{
-    CudaPrep, Decoder, IidTable, K, KeyEntry, NameKind, OpenBody, Plan, ReadRecord, SlotArgs,
-    SlotVal, Slots, TrackKind,
-};
+use super::args::{SlotArgs, SlotVal, Slots};
+use super::iids::IidTable;
+use super::memo::{Action, Key, Memo};
+use super::plan::{CudaPrep, OpenBody, Plan};
+use super::sequence::{KeyEntry, NameKind};
+use super::tables::Tables;
+use super::track_kind::TrackKind;
+use crate::model::ReadRecord;
 use crate::proto::SEQ_INCREMENTAL_STATE_CLEARED;
 use crate::proto::varint;
+use crate::vocab::ArgKey;
 
 use crate::proto::keys::{
     ARG_BOOL, ARG_INT, ARG_NAME_IID, ARG_POINTER, ARG_STRING_IID, ARG_UINT, CATEGORY_IID,
@@ -86,7 +90,7 @@ fn annotation(a: &[u8], keys: &IidTable<KeyEntry>, slots: &mut Slots) -> Option<
     Some(())
 }
 
-/// What [`Decoder::fast_fields`] did with a packet.
+/// What [`fast_fields`] did with a packet.
 enum Fields {
     /// Ended a slice (or took another event); `true` when that wrote a record.
     Ended(bool),
@@ -212,40 +216,71 @@ fn layout(r: &[u8]) -> Option<(u64, Layout)> {
     Some((u64::from(*seq), l))
 }
 
-impl Decoder {
+/// The fast paths' own state: what they decided for the writer's repeated packets.
+#[derive(Default)]
+pub(super) struct FastPath {
+    memo: Memo,
+    /// Packets decoded by the byte-layout match (tests check the writer's layout hits it;
+    /// counted in test builds only).
+    layout_hits: u64,
+}
+
+impl FastPath {
+    /// Forgets every remembered decision (the tables they were made on may change).
+    pub(super) fn forget(&mut self) {
+        self.memo.clear();
+    }
+
+    /// Packets the byte-layout match decoded so far.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(super) fn layout_hits(&self) -> u64 {
+        self.layout_hits
+    }
+
     /// Decodes a slice begin or end in the writer's layout: `Some(true)` when it wrote a
     /// record into `slot`, `Some(false)` when it completed none, `None` (nothing changed)
     /// when the packet needs the scanner path.
     #[inline(always)]
-    pub(super) fn fast(&mut self, p: &[u8], slot: &mut ReadRecord) -> Option<bool> {
+    pub(super) fn packet(
+        &mut self,
+        t: &mut Tables,
+        p: &[u8],
+        slot: &mut ReadRecord,
+    ) -> Option<bool> {
         if let Some((head, ts)) = split_ts(p) {
             if let Some(a) = self.memo.get(head) {
-                if let Some(done) = self.run(ts, a, slot) {
+                if let Some(done) = self.run(t, ts, a, slot) {
                     hit(&mut self.layout_hits);
                     return Some(done);
                 }
             }
-            if let Some(done) = self.by_layout(head, ts, slot) {
+            if let Some(done) = self.by_layout(t, head, ts, slot) {
                 return Some(done);
             }
         }
-        self.fast_fields(p, slot).map(|f| f.completed())
+        fast_fields(t, p, slot).map(|f| f.completed())
     }
 
     /// A packet the memo does not know, matched against the writer's layouts: `None`
     /// (nothing changed) when it needs a slower path. What it decided is remembered.
     #[inline(always)]
-    fn by_layout(&mut self, head: &[u8], ts: u64, slot: &mut ReadRecord) -> Option<bool> {
+    fn by_layout(
+        &mut self,
+        t: &mut Tables,
+        head: &[u8],
+        ts: u64,
+        slot: &mut ReadRecord,
+    ) -> Option<bool> {
         // After a lost container only the scanner knows which sequences to trust.
-        if !self.all_seqs_whole() {
+        if !t.all_seqs_whole() {
             return None;
         }
         let (seq_id, l) = layout(head)?;
-        let (done, a) = self.apply(ts, seq_id, l, slot)?;
+        let (done, a) = apply(t, ts, seq_id, l, slot)?;
         if let Some(a) = a {
             self.memo.put(head, a);
             if let (Action::End { seq, uuid }, Some(key)) = (a, Key::of(head)) {
-                if let Some(tr) = self.tracks.get_mut(uuid) {
+                if let Some(tr) = t.tracks.get_mut(uuid) {
                     tr.end_key = Some((key, seq));
                 }
             }
@@ -254,14 +289,15 @@ impl Decoder {
         Some(done)
     }
 
-    /// [`Self::fast`], calling `f` on the record a packet completes. A remembered slice end
+    /// [`Self::packet`], calling `f` on the record a packet completes. A remembered slice end
     /// writes into its track's own slot (see `Track::own`), the rest into `slot`. A
     /// remembered launch followed by its track's slice end (`after` holds the bytes after the
     /// packet) is decoded with that end as one record: `Some(n)` says how many bytes of
     /// `after` that took.
     #[inline(always)]
-    pub(super) fn fast_each(
+    pub(super) fn each(
         &mut self,
+        t: &mut Tables,
         p: &[u8],
         after: &[u8],
         slot: &mut ReadRecord,
@@ -270,20 +306,20 @@ impl Decoder {
         if let Some((head, ts)) = split_ts(p) {
             match self.memo.get(head) {
                 Some(Action::End { seq, uuid }) => {
-                    let Decoder {
+                    let Tables {
                         seqs,
                         tracks,
                         launches,
-                        op_by_name,
-                        layout_hits,
+                        names,
                         ..
-                    } = self;
+                    } = t;
+                    let layout_hits = &mut self.layout_hits;
                     // Else `run` could not end it either: the layout and slower paths.
                     if let Some(tr) = tracks.get_mut(uuid).filter(|t| !t.open.is_empty()) {
                         if let Some(s) = seqs.get_mut(seq) {
                             let end = s.advance(Some(ts), None);
                             hit(layout_hits);
-                            if tr.end_top_own(end, launches, op_by_name) {
+                            if tr.end_top_own(end, launches, names) {
                                 f(&tr.own);
                             }
                             return Some(0);
@@ -291,13 +327,13 @@ impl Decoder {
                     }
                 }
                 Some(Action::Launch { seq, uuid, op, idx }) => {
-                    let Decoder {
+                    let Tables {
                         seqs,
                         tracks,
                         launches,
-                        layout_hits,
                         ..
-                    } = self;
+                    } = t;
+                    let layout_hits = &mut self.layout_hits;
                     if let (Some(tr), Some(s)) = (tracks.get_mut(uuid), seqs.get_mut(seq)) {
                         let begin = s.advance(Some(ts), None);
                         hit(layout_hits);
@@ -314,13 +350,8 @@ impl Decoder {
                     }
                 }
                 Some(Action::Call { seq, uuid, body }) => {
-                    let Decoder {
-                        seqs,
-                        tracks,
-                        memo,
-                        layout_hits,
-                        ..
-                    } = self;
+                    let Tables { seqs, tracks, .. } = t;
+                    let FastPath { memo, layout_hits } = self;
                     if let (Some(tr), Some(s), Some(body)) =
                         (tracks.get_mut(uuid), seqs.get_mut(seq), memo.body(body))
                     {
@@ -340,34 +371,35 @@ impl Decoder {
                 }
                 None => {}
             }
-            if self.unremembered(p, head, ts, slot)? {
+            if self.unremembered(t, p, head, ts, slot)? {
                 f(slot);
             }
             return Some(0);
         }
-        if self.fast_fields(p, slot)?.completed() {
+        if fast_fields(t, p, slot)?.completed() {
             f(slot);
         }
         Some(0)
     }
 
-    /// [`Self::fast_each`] for a packet the memo does not know (`head` and `ts` split from
+    /// [`Self::each`] for a packet the memo does not know (`head` and `ts` split from
     /// `p`): the layout match, then the any-order match, whose calls with several arguments
     /// are remembered once resolved. Out of line: it keeps the hot loop small.
     #[inline(never)]
     fn unremembered(
         &mut self,
+        t: &mut Tables,
         p: &[u8],
         head: &[u8],
         ts: u64,
         slot: &mut ReadRecord,
     ) -> Option<bool> {
-        if let Some(done) = self.by_layout(head, ts, slot) {
+        if let Some(done) = self.by_layout(t, head, ts, slot) {
             return Some(done);
         }
-        let done = self.fast_fields(p, slot)?;
+        let done = fast_fields(t, p, slot)?;
         if let Fields::Began { seq, uuid } = done {
-            let body = self.tracks.get(uuid).and_then(|t| match t.bodies.last() {
+            let body = t.tracks.get(uuid).and_then(|t| match t.bodies.last() {
                 Some(OpenBody::Cuda(c)) => Some(c.clone()),
                 _ => None,
             });
@@ -381,15 +413,15 @@ impl Decoder {
     /// Does what a remembered packet does; `None` (nothing changed) when it cannot now (no
     /// open slice to end).
     #[inline(always)]
-    fn run(&mut self, ts: u64, a: Action, slot: &mut ReadRecord) -> Option<bool> {
-        let Decoder {
+    fn run(&mut self, t: &mut Tables, ts: u64, a: Action, slot: &mut ReadRecord) -> Option<bool> {
+        let Tables {
             seqs,
             tracks,
             launches,
-            op_by_name,
-            memo,
+            names,
             ..
-        } = self;
+        } = t;
+        let memo = &mut self.memo;
         match a {
             Action::End { seq, uuid } => {
                 let tr = tracks.get_mut(uuid)?;
@@ -397,7 +429,7 @@ impl Decoder {
                     return None;
                 }
                 let end = seqs.get_mut(seq)?.advance(Some(ts), None);
-                Some(tr.end_top(end, launches, op_by_name, slot))
+                Some(tr.end_top(end, launches, names, slot))
             }
             Action::Launch { seq, uuid, op, idx } => {
                 let tr = tracks.get_mut(uuid)?;
@@ -414,173 +446,175 @@ impl Decoder {
             }
         }
     }
+}
 
-    /// Applies a matched layout; `None` (nothing changed) when its names, track or argument
-    /// need a slower path. With the result, what to remember for the same bytes (a slice
-    /// end, or a launch whose configuration is in the launch table).
-    #[inline(always)]
-    fn apply(
-        &mut self,
-        ts: u64,
-        seq_id: u64,
-        l: Layout,
-        slot: &mut ReadRecord,
-    ) -> Option<(bool, Option<Action>)> {
-        let Decoder {
-            seqs,
-            tracks,
-            launches,
-            op_by_name,
-            scratch,
-            ..
-        } = self;
-        let seq = seqs.get_mut(seq_id)?;
-        match l {
-            Layout::End { uuid } => {
-                let tr = tracks.get_mut(uuid)?;
-                // No open slice: the general path counts the clock all the same.
-                if tr.open.is_empty() {
-                    return None;
-                }
-                let end = seq.advance(Some(ts), None);
-                let done = tr.end_top(end, launches, op_by_name, slot);
-                Some((done, Some(Action::End { seq: seq_id, uuid })))
+/// Applies a matched layout; `None` (nothing changed) when its names, track or argument
+/// need a slower path. With the result, what to remember for the same bytes (a slice
+/// end, or a launch whose configuration is in the launch table).
+#[inline(always)]
+fn apply(
+    t: &mut Tables,
+    ts: u64,
+    seq_id: u64,
+    l: Layout,
+    slot: &mut ReadRecord,
+) -> Option<(bool, Option<Action>)> {
+    let Tables {
+        seqs,
+        tracks,
+        launches,
+        names,
+        scratch,
+        ..
+    } = t;
+    let seq = seqs.get_mut(seq_id)?;
+    match l {
+        Layout::End { uuid } => {
+            let tr = tracks.get_mut(uuid)?;
+            // No open slice: the general path counts the clock all the same.
+            if tr.open.is_empty() {
+                return None;
             }
-            Layout::Begin1 {
-                uuid,
-                name,
-                key,
-                value,
-            } => {
-                let NameKind::Op(op) = seq.names.get(name)?.kind else {
-                    return None;
-                };
-                let tr = tracks.get_mut(uuid)?;
-                let Some(TrackKind::Thread(_)) = tr.kind else {
-                    return None;
-                };
-                let k = seq.debug_names.get(key)?.slot?;
-                let launch = match (k, op) {
-                    (
-                        K::Launch,
-                        CudaOp::LaunchKernel
-                        | CudaOp::LaunchCooperativeKernel
-                        | CudaOp::LaunchKernelExC,
-                    ) => seq.strings.get(value).and_then(|e| e.launch_idx),
-                    _ => None,
-                };
-                let ts = seq.advance(Some(ts), None);
-                match launch {
-                    Some(idx) => {
-                        tr.push_launch(ts, op, idx);
-                        let a = Action::Launch {
-                            seq: seq_id,
-                            uuid,
-                            op,
-                            idx,
-                        };
-                        return Some((false, Some(a)));
-                    }
-                    None => {
-                        scratch.clear();
-                        scratch.put(k, value, SlotVal::StrIid);
-                        let prep = CudaPrep::new(
-                            op,
-                            &SlotArgs {
-                                s: scratch,
-                                strings: &seq.strings,
-                            },
-                        );
-                        tr.push(ts, OpenBody::Cuda(prep));
-                    }
+            let end = seq.advance(Some(ts), None);
+            let done = tr.end_top(end, launches, names, slot);
+            Some((done, Some(Action::End { seq: seq_id, uuid })))
+        }
+        Layout::Begin1 {
+            uuid,
+            name,
+            key,
+            value,
+        } => {
+            let NameKind::Op(op) = seq.names.get(name)?.kind else {
+                return None;
+            };
+            let tr = tracks.get_mut(uuid)?;
+            let Some(TrackKind::Thread(_)) = tr.kind else {
+                return None;
+            };
+            let k = seq.debug_names.get(key)?.slot?;
+            let launch = match (k, op) {
+                (
+                    ArgKey::Launch,
+                    CudaOp::LaunchKernel
+                    | CudaOp::LaunchCooperativeKernel
+                    | CudaOp::LaunchKernelExC,
+                ) => seq.strings.get(value).and_then(|e| e.launch_idx),
+                _ => None,
+            };
+            let ts = seq.advance(Some(ts), None);
+            match launch {
+                Some(idx) => {
+                    tr.push_launch(ts, op, idx);
+                    let a = Action::Launch {
+                        seq: seq_id,
+                        uuid,
+                        op,
+                        idx,
+                    };
+                    return Some((false, Some(a)));
                 }
-                Some((false, None))
+                None => {
+                    scratch.clear();
+                    scratch.put(k, value, SlotVal::StrIid);
+                    let prep = CudaPrep::new(
+                        op,
+                        &SlotArgs {
+                            s: scratch,
+                            strings: &seq.strings,
+                        },
+                    );
+                    tr.push(ts, OpenBody::Cuda(prep));
+                }
             }
+            Some((false, None))
         }
     }
+}
 
-    /// The writer's messages with fields in any order (see the module doc).
-    #[inline(never)]
-    fn fast_fields(&mut self, p: &[u8], slot: &mut ReadRecord) -> Option<Fields> {
-        if !self.all_seqs_whole() {
-            return None;
-        }
-        let mut i = 0;
-        let mut ts = None;
-        let mut seq_id = 0u64;
-        let mut te: &[u8] = &[];
-        while let Some(&tag) = p.get(i) {
-            i += 1;
-            match tag {
-                TIMESTAMP => ts = Some(varint::read(p, &mut i)?),
-                SEQUENCE_ID => seq_id = varint::read(p, &mut i)? & u64::from(u32::MAX),
-                TRACK_EVENT => te = bytes(p, &mut i)?,
-                SEQUENCE_FLAGS => {
-                    if varint::read(p, &mut i)? & u64::from(SEQ_INCREMENTAL_STATE_CLEARED) != 0 {
-                        return None;
-                    }
-                }
-                t if t == MACHINE_ID[0] && p.get(i) == Some(&MACHINE_ID[1]) => {
-                    i += 1;
-                    varint::skip(p, &mut i)?;
-                }
-                _ => return None,
-            }
-        }
-        if te.is_empty() {
-            return None;
-        }
-        let Decoder {
-            seqs,
-            tracks,
-            launches,
-            op_by_name,
-            scratch,
-            ..
-        } = self;
-        let seq = seqs.get_mut(seq_id)?;
-        scratch.clear();
-        let (mut ty, mut uuid, mut name) = (0, 0, None);
-        let mut i = 0;
-        while let Some(&tag) = te.get(i) {
-            i += 1;
-            match tag {
-                TYPE => ty = varint::read(te, &mut i)?,
-                TRACK_UUID => uuid = varint::read(te, &mut i)?,
-                NAME_IID => name = Some(varint::read(te, &mut i)?),
-                DEBUG_ANNOTATION => annotation(bytes(te, &mut i)?, &seq.debug_names, scratch)?,
-                CATEGORY_IID => {
-                    varint::read(te, &mut i)?;
-                }
-                CATEGORY_IIDS_PACKED => {
-                    bytes(te, &mut i)?;
-                }
-                _ => return None,
-            }
-        }
-        match ty {
-            SLICE_BEGIN => {
-                let kind = seq.names.get(name?)?.kind;
-                let tr = tracks.get_mut(uuid)?;
-                let plan = Plan::of(tr.kind.as_ref(), Some(kind))?;
-                let ts = seq.advance(ts, None);
-                let body = plan.prepare(&SlotArgs {
-                    s: scratch,
-                    strings: &seq.strings,
-                });
-                tr.push(ts, body);
-                Some(Fields::Began { seq: seq_id, uuid })
-            }
-            SLICE_END => {
-                if name.is_some() || scratch.present != 0 {
+/// The writer's messages with fields in any order (see the module doc).
+#[inline(never)]
+fn fast_fields(t: &mut Tables, p: &[u8], slot: &mut ReadRecord) -> Option<Fields> {
+    if !t.all_seqs_whole() {
+        return None;
+    }
+    let mut i = 0;
+    let mut ts = None;
+    let mut seq_id = 0u64;
+    let mut te: &[u8] = &[];
+    while let Some(&tag) = p.get(i) {
+        i += 1;
+        match tag {
+            TIMESTAMP => ts = Some(varint::read(p, &mut i)?),
+            SEQUENCE_ID => seq_id = varint::read(p, &mut i)? & u64::from(u32::MAX),
+            TRACK_EVENT => te = bytes(p, &mut i)?,
+            SEQUENCE_FLAGS => {
+                if varint::read(p, &mut i)? & u64::from(SEQ_INCREMENTAL_STATE_CLEARED) != 0 {
                     return None;
                 }
-                let end = seq.advance(ts, None);
-                Some(Fields::Ended(tracks.get_mut(uuid).is_some_and(|tr| {
-                    tr.end_top(end, launches, op_by_name, slot)
-                })))
             }
-            _ => None,
+            t if t == MACHINE_ID[0] && p.get(i) == Some(&MACHINE_ID[1]) => {
+                i += 1;
+                varint::skip(p, &mut i)?;
+            }
+            _ => return None,
         }
+    }
+    if te.is_empty() {
+        return None;
+    }
+    let Tables {
+        seqs,
+        tracks,
+        launches,
+        names,
+        scratch,
+        ..
+    } = t;
+    let seq = seqs.get_mut(seq_id)?;
+    scratch.clear();
+    let (mut ty, mut uuid, mut name) = (0, 0, None);
+    let mut i = 0;
+    while let Some(&tag) = te.get(i) {
+        i += 1;
+        match tag {
+            TYPE => ty = varint::read(te, &mut i)?,
+            TRACK_UUID => uuid = varint::read(te, &mut i)?,
+            NAME_IID => name = Some(varint::read(te, &mut i)?),
+            DEBUG_ANNOTATION => annotation(bytes(te, &mut i)?, &seq.debug_names, scratch)?,
+            CATEGORY_IID => {
+                varint::read(te, &mut i)?;
+            }
+            CATEGORY_IIDS_PACKED => {
+                bytes(te, &mut i)?;
+            }
+            _ => return None,
+        }
+    }
+    match ty {
+        SLICE_BEGIN => {
+            let kind = seq.names.get(name?)?.kind;
+            let tr = tracks.get_mut(uuid)?;
+            let plan = Plan::of(tr.kind.as_ref(), Some(kind))?;
+            let ts = seq.advance(ts, None);
+            let body = plan.prepare(&SlotArgs {
+                s: scratch,
+                strings: &seq.strings,
+            });
+            tr.push(ts, body);
+            Some(Fields::Began { seq: seq_id, uuid })
+        }
+        SLICE_END => {
+            if name.is_some() || scratch.present != 0 {
+                return None;
+            }
+            let end = seq.advance(ts, None);
+            Some(Fields::Ended(
+                tracks
+                    .get_mut(uuid)
+                    .is_some_and(|tr| tr.end_top(end, launches, names, slot)),
+            ))
+        }
+        _ => None,
     }
 }

@@ -6,7 +6,7 @@
 
 use ingero_ebpf::CudaOp;
 
-use super::CudaPrep;
+use super::plan::CudaPrep;
 
 /// What a remembered packet does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

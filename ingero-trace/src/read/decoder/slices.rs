@@ -11,12 +11,17 @@ use std::sync::Arc;
 
 use ingero_ebpf::{CudaOp, OffCpuReason};
 
+use super::args::{ListArgs, find, u64_of};
+use super::instants::annotation;
 use super::memo::Key;
-use super::{CudaPrep, ListArgs, OffPrep, OpenBody, TrackKind, Val, annotation, find, u64_of};
-use crate::model::CudaArgs;
-use crate::model::{CudaCallRecord, LabelInterval, OffCpuRecord, ReadRecord, ThreadRef};
-use crate::vocab::{LaunchConfig, arg};
-use crate::write::FastMap;
+use super::plan::{CudaPrep, OffPrep, OpenBody};
+use super::track_kind::TrackKind;
+use super::values::Val;
+use crate::fast_map::FastMap;
+use crate::model::{
+    CudaArgs, CudaCallRecord, LabelInterval, LaunchConfig, OffCpuRecord, ReadRecord, ThreadRef,
+};
+use crate::vocab::{ArgKey, EventName};
 
 /// A slice open on a track.
 #[derive(Clone, Copy)]
@@ -87,10 +92,10 @@ impl Track {
         &mut self,
         end: u64,
         launches: &[LaunchConfig],
-        op_by_name: &FastMap<&'static str, CudaOp>,
+        names: &FastMap<&'static str, EventName>,
         slot: &mut ReadRecord,
     ) -> bool {
-        end_top(self, end, launches, op_by_name, Slot::Given(slot))
+        end_top(self, end, launches, names, Slot::Given(slot))
     }
 
     /// A launch that begins at `ts` and ends at `end` with no slice opened in between: what
@@ -132,9 +137,9 @@ impl Track {
         &mut self,
         end: u64,
         launches: &[LaunchConfig],
-        op_by_name: &FastMap<&'static str, CudaOp>,
+        names: &FastMap<&'static str, EventName>,
     ) -> bool {
-        end_top(self, end, launches, op_by_name, Slot::Own)
+        end_top(self, end, launches, names, Slot::Own)
     }
 }
 
@@ -149,7 +154,7 @@ fn end_top(
     track: &mut Track,
     end: u64,
     launches: &[LaunchConfig],
-    op_by_name: &FastMap<&'static str, CudaOp>,
+    names: &FastMap<&'static str, EventName>,
     slot: Slot<'_>,
 ) -> bool {
     let Track {
@@ -190,7 +195,7 @@ fn end_top(
                     true
                 }
                 (_, OpenBody::General { name, args }) => {
-                    general(kind, op_by_name, o.ts, name, args, end, slot)
+                    general(kind, names, o.ts, name, args, end, slot)
                 }
                 _ => false,
             };
@@ -204,7 +209,7 @@ fn end_top(
 #[cold]
 fn general(
     kind: Option<&TrackKind>,
-    op_by_name: &FastMap<&'static str, CudaOp>,
+    names: &FastMap<&'static str, EventName>,
     ts: u64,
     name: &str,
     args: &[(Arc<str>, Val)],
@@ -214,7 +219,7 @@ fn general(
     let duration_ns = end.saturating_sub(ts);
     match kind {
         Some(TrackKind::Thread(t)) => {
-            let Some(op) = op_by_name.get(name).copied() else {
+            let Some(EventName::Op(op)) = names.get(name).copied() else {
                 return false;
             };
             put_cuda(
@@ -226,8 +231,9 @@ fn general(
             );
         }
         Some(TrackKind::OffCpu(t)) => {
-            let reason = match name {
-                "preempted" => OffCpuReason::Preempted,
+            // Any other name on an off-CPU track reads as blocked (as `Plan::of` does).
+            let reason = match names.get(name) {
+                Some(EventName::OffCpu(r)) => *r,
                 _ => OffCpuReason::Blocked,
             };
             put_off_cpu(
@@ -252,9 +258,9 @@ fn general(
                 value: value.to_owned(),
                 start_ns: ts,
                 end_ns: end,
-                provenance_uid: u64_of(args, arg::PROVENANCE_UID).unwrap_or(0) as u32,
-                provenance_pid: u64_of(args, arg::PROVENANCE_PID).map(|p| p as u32),
-                continued: find(args, arg::CONTINUED).is_some(),
+                provenance_uid: u64_of(args, ArgKey::ProvenanceUid).unwrap_or(0) as u32,
+                provenance_pid: u64_of(args, ArgKey::ProvenancePid).map(|p| p as u32),
+                continued: find(args, ArgKey::Continued).is_some(),
             });
         }
         _ => return false,

@@ -8,9 +8,9 @@
 use std::hash::Hasher;
 
 use super::block::{MAX_DIST, MIN_MATCH, Tokens};
+use crate::fast_map::FastHasher;
 use crate::proto::keys::{FRAME, TIMESTAMP};
 use crate::proto::varint;
-use crate::write::interner::FastHasher;
 
 /// Entries of the table of packets by their bytes before the timestamp.
 const EXACT_BITS: u32 = 12;

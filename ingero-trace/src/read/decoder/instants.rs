@@ -1,0 +1,130 @@
+//! Records read from instants (lifecycle events on thread tracks, annotations on labels
+//! tracks, the session and statistics on the `ingero` track) and from request spans.
+
+use std::sync::Arc;
+
+use super::args::{find, u64_of};
+use super::track_kind::TrackKind;
+use super::values::Val;
+use crate::model::{
+    AnnotationRecord, FinalStats, LifecycleRecord, ProcessOp, ReadRecord, Scope, SessionInfo,
+    SessionRecord,
+};
+use crate::vocab::{ArgKey, Instant, LABEL_PREFIX, StatsGroup};
+
+/// Writes the record an instant named `name` on a track of `kind` stands for into `slot`;
+/// `false` (slot untouched) for an instant of no interest.
+pub(super) fn instant(
+    kind: Option<&TrackKind>,
+    ts: u64,
+    name: &str,
+    args: &[(Arc<str>, Val)],
+    slot: &mut ReadRecord,
+) -> bool {
+    match (kind, Instant::from_text(name)) {
+        (Some(TrackKind::Thread(t)), _) => {
+            let Some(op) = ProcessOp::from_text(name) else {
+                return false;
+            };
+            *slot = ReadRecord::Lifecycle(LifecycleRecord {
+                ts_ns: ts,
+                thread: t.clone(),
+                op,
+                other_pid: u64_of(args, ArgKey::OtherPid).unwrap_or(0) as u32,
+                clone_flags_known: matches!(
+                    find(args, ArgKey::CloneFlagsKnown),
+                    Some(Val::B(true))
+                ),
+                text: find(args, ArgKey::Text)
+                    .and_then(Val::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+            });
+        }
+        (Some(TrackKind::Labels(scope)), Some(Instant::Annotation)) => {
+            *slot = ReadRecord::Annotation(annotation(*scope, ts, None, args));
+        }
+        (Some(TrackKind::Ingero), Some(Instant::Session)) => {
+            *slot = ReadRecord::Session(session(ts, args));
+        }
+        (Some(TrackKind::Ingero), Some(Instant::Statistics)) => {
+            *slot = ReadRecord::Statistics(statistics(args));
+        }
+        _ => return false,
+    }
+    true
+}
+
+fn session(ts: u64, args: &[(Arc<str>, Val)]) -> SessionRecord {
+    let s = |k: ArgKey| find(args, k).and_then(Val::as_str).unwrap_or("").to_owned();
+    let list = |k: ArgKey| {
+        let v = s(k);
+        if v.is_empty() {
+            Vec::new()
+        } else {
+            v.split('\n').map(str::to_owned).collect()
+        }
+    };
+    SessionRecord {
+        ts_ns: ts,
+        info: SessionInfo {
+            host: s(ArgKey::Host),
+            kernel: s(ArgKey::Kernel),
+            agent_version: s(ArgKey::AgentVersion),
+            command_line: s(ArgKey::CommandLine),
+            targets: list(ArgKey::Targets),
+            probes: list(ArgKey::Probes),
+        },
+        machine_id: u64_of(args, ArgKey::MachineId).unwrap_or(0) as u32,
+        file_index: u64_of(args, ArgKey::FileIndex).unwrap_or(0),
+        started_realtime_ns: u64_of(args, ArgKey::StartedRealtimeNs).unwrap_or(0),
+    }
+}
+
+fn statistics(args: &[(Arc<str>, Val)]) -> FinalStats {
+    let mut st = FinalStats::default();
+    for (k, v) in args {
+        let v = v.as_u64().unwrap_or(0);
+        let groups = [
+            (StatsGroup::Events, &mut st.events),
+            (StatsGroup::Drops, &mut st.drops),
+            (StatsGroup::Rejected, &mut st.rejected),
+            (StatsGroup::Recorder, &mut st.recorder),
+        ];
+        for (group, list) in groups {
+            if let Some(name) = k.strip_prefix(group.text()) {
+                list.push((name.to_owned(), v));
+            }
+        }
+    }
+    st
+}
+
+/// An annotation: an instant (`end: None`) or a request span, from its arguments.
+pub(super) fn annotation(
+    scope: Option<u32>,
+    ts: u64,
+    end: Option<u64>,
+    args: &[(Arc<str>, Val)],
+) -> AnnotationRecord {
+    let labels = args
+        .iter()
+        .filter_map(|(k, v)| {
+            Some((
+                k.strip_prefix(LABEL_PREFIX)?.to_owned(),
+                v.as_str().unwrap_or("").to_owned(),
+            ))
+        })
+        .collect();
+    let start_time = u64_of(args, ArgKey::ScopeStartTime);
+    AnnotationRecord {
+        labels,
+        scope: scope
+            .zip(start_time)
+            .map(|(pid, start_time)| Scope { pid, start_time }),
+        ts_ns: ts,
+        end_ns: end,
+        provenance_uid: u64_of(args, ArgKey::ProvenanceUid).unwrap_or(0) as u32,
+        provenance_pid: u64_of(args, ArgKey::ProvenancePid).map(|p| p as u32),
+    }
+}

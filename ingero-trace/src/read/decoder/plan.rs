@@ -1,0 +1,169 @@
+//! What a slice begin resolves to: a [`Plan`] chosen from its track and name, and the
+//! [`OpenBody`] kept on its track until the slice ends (a CUDA call's or an off-CPU
+//! interval's fields resolved at the begin, or the general path's names and values).
+
+use std::sync::Arc;
+
+use ingero_ebpf::{CudaOp, OffCpuReason};
+
+use super::args::Args;
+use super::sequence::NameKind;
+use super::track_kind::TrackKind;
+use super::values::Val;
+use crate::model::CudaArgs;
+use crate::vocab::ArgKey;
+
+/// What a slice begin resolves to on the interned paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Plan {
+    Cuda(CudaOp),
+    OffCpu(OffCpuReason),
+}
+
+impl Plan {
+    /// The plan for a slice of `name` on `track`; `None` for the general path.
+    #[inline]
+    pub(super) fn of(track: Option<&TrackKind>, name: Option<NameKind>) -> Option<Plan> {
+        match (track?, name?) {
+            (TrackKind::Thread(_), NameKind::Op(op)) => Some(Plan::Cuda(op)),
+            (TrackKind::OffCpu(_), NameKind::OffCpu(reason)) => Some(Plan::OffCpu(reason)),
+            // The general path reads any other name on an off-CPU track as blocked.
+            (TrackKind::OffCpu(_), NameKind::Op(_)) => Some(Plan::OffCpu(OffCpuReason::Blocked)),
+            _ => None,
+        }
+    }
+
+    /// Resolves the slice's arguments now, so its end only adds the time and the thread.
+    #[inline]
+    pub(super) fn prepare(self, a: &impl Args) -> OpenBody {
+        match self {
+            Plan::Cuda(op) => OpenBody::Cuda(CudaPrep::new(op, a)),
+            Plan::OffCpu(reason) => OpenBody::OffCpu(OffPrep::new(reason, a)),
+        }
+    }
+}
+
+/// A CUDA call's fields but time and thread.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct CudaPrep {
+    pub(super) op: CudaOp,
+    pub(super) ret: i32,
+    pub(super) args: CudaArgs,
+    pub(super) clamped: Option<u64>,
+}
+
+impl CudaPrep {
+    #[inline]
+    pub(super) fn new(op: CudaOp, a: &impl Args) -> CudaPrep {
+        CudaPrep {
+            op,
+            ret: a
+                .i(ArgKey::Ret)
+                .and_then(|v| i32::try_from(v).ok())
+                .unwrap_or(0),
+            args: cuda_args(op, a),
+            clamped: a.u(ArgKey::ClampedFromNs),
+        }
+    }
+}
+
+/// An off-CPU interval's fields but time and thread.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct OffPrep {
+    pub(super) reason: OffCpuReason,
+    pub(super) prev_state: i64,
+    pub(super) next_tid: u32,
+    pub(super) cpu: u32,
+    pub(super) next_comm: Option<Arc<str>>,
+}
+
+impl OffPrep {
+    pub(super) fn new(reason: OffCpuReason, a: &impl Args) -> OffPrep {
+        OffPrep {
+            reason,
+            prev_state: a.i(ArgKey::PrevState).unwrap_or(0),
+            next_tid: a.u(ArgKey::NextTid).unwrap_or(0) as u32,
+            cpu: a.u(ArgKey::Cpu).unwrap_or(0) as u32,
+            next_comm: a.arc(ArgKey::NextComm),
+        }
+    }
+}
+
+pub(super) enum OpenBody {
+    /// A CUDA call on a thread track, resolved at its begin.
+    Cuda(CudaPrep),
+    /// An off-CPU interval on an off-CPU track, resolved at its begin.
+    OffCpu(OffPrep),
+    General {
+        name: Arc<str>,
+        args: Vec<(Arc<str>, Val)>,
+    },
+}
+
+/// Rebuilds an op's arguments from its debug annotations (absent optional ones stay `None`).
+fn cuda_args(op: CudaOp, a: &impl Args) -> CudaArgs {
+    use CudaOp::*;
+    let u = |k: ArgKey| a.u(k);
+    let dim = |k: ArgKey| a.dim(k).unwrap_or([0; 3]);
+    match op {
+        Malloc | MallocManaged | MallocAsync => CudaArgs::Alloc {
+            size: u(ArgKey::Size).unwrap_or(0),
+            ptr: u(ArgKey::Ptr),
+            stream: u(ArgKey::Stream),
+        },
+        Free | FreeAsync => CudaArgs::Free {
+            ptr: u(ArgKey::Ptr).unwrap_or(0),
+            size: u(ArgKey::Size),
+            stream: u(ArgKey::Stream),
+        },
+        MallocHost | HostAlloc => CudaArgs::HostAlloc {
+            size: u(ArgKey::Size).unwrap_or(0),
+        },
+        FreeHost => CudaArgs::HostFree {
+            ptr: u(ArgKey::Ptr).unwrap_or(0),
+        },
+        LaunchKernel | LaunchCooperativeKernel | LaunchKernelExC => {
+            match a.launch(ArgKey::Launch) {
+                Some(l) => CudaArgs::Launch {
+                    func: l.func,
+                    grid: l.grid,
+                    block: l.block,
+                    shared_mem: l.shared_mem,
+                    stream: l.stream,
+                },
+                // Recordings from before the `launch` argument.
+                None => CudaArgs::Launch {
+                    func: u(ArgKey::Func).unwrap_or(0),
+                    grid: dim(ArgKey::Grid),
+                    block: dim(ArgKey::Block),
+                    shared_mem: u(ArgKey::SharedMem).unwrap_or(0),
+                    stream: u(ArgKey::Stream).unwrap_or(0),
+                },
+            }
+        }
+        GraphLaunch => CudaArgs::GraphLaunch {
+            graph_exec: u(ArgKey::GraphExec).unwrap_or(0),
+            stream: u(ArgKey::Stream).unwrap_or(0),
+        },
+        Memcpy | MemcpyAsync | Memcpy2D | Memcpy2DAsync => CudaArgs::Memcpy {
+            count: u(ArgKey::Count).unwrap_or(0),
+            kind: a.kind(ArgKey::Kind),
+            stream: u(ArgKey::Stream),
+            width_height: u(ArgKey::Width).zip(u(ArgKey::Height)),
+        },
+        MemcpyPeer | MemcpyPeerAsync => CudaArgs::MemcpyPeer {
+            count: u(ArgKey::Count).unwrap_or(0),
+            dst_device: a.i(ArgKey::DstDevice).unwrap_or(0) as i32,
+            src_device: a.i(ArgKey::SrcDevice).unwrap_or(0) as i32,
+            stream: u(ArgKey::Stream),
+        },
+        Memset | MemsetAsync => CudaArgs::Memset {
+            count: u(ArgKey::Count).unwrap_or(0),
+            stream: u(ArgKey::Stream),
+        },
+        StreamSynchronize | DeviceSynchronize | EventSynchronize => CudaArgs::Sync {
+            stream: u(ArgKey::Stream),
+            event: u(ArgKey::Event),
+        },
+    }
+}

@@ -1,0 +1,43 @@
+//! [`Val`]: a debug annotation's value as the general path keeps it, and the number reading
+//! of a string value (pointers are written as `0x…` strings).
+
+use std::sync::Arc;
+
+/// A debug-annotation value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Val {
+    U(u64),
+    I(i64),
+    B(bool),
+    S(Arc<str>),
+}
+
+impl Val {
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            Val::U(v) => Some(*v),
+            Val::I(v) => u64::try_from(*v).ok(),
+            Val::B(b) => Some(u64::from(*b)),
+            Val::S(s) => parse_num(s),
+        }
+    }
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Val::I(v) => Some(*v),
+            other => other.as_u64().and_then(|v| i64::try_from(v).ok()),
+        }
+    }
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Val::S(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// A string argument as a number: `0x…` hexadecimal (pointers) or decimal.
+pub(super) fn parse_num(s: &str) -> Option<u64> {
+    s.strip_prefix("0x")
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .or_else(|| s.parse().ok())
+}
