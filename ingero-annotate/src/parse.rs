@@ -510,3 +510,7 @@ mod tests;
 #[cfg(test)]
 #[path = "scan_tests.rs"]
 mod scan_tests;
+
+#[cfg(test)]
+#[path = "parse_proptests.rs"]
+mod proptests;
