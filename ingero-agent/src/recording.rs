@@ -66,7 +66,8 @@ impl Recording {
         }
     }
 
-    fn fail(&mut self, error: anyhow::Error) {
+    fn fail(&mut self, error: impl Into<anyhow::Error>) {
+        let error = error.into();
         eprintln!("ingero: recording stopped: {error:#}");
         self.error = Some(error);
         self.recorder = None;
@@ -109,7 +110,7 @@ impl Recording {
             ("merger_forced".to_string(), counters.forced),
         ]);
         match (self.recorder.take(), self.error.take()) {
-            (Some(recorder), None) => recorder.finish(&stats),
+            (Some(recorder), None) => Ok(recorder.finish(&stats)?),
             (_, Some(e)) => Err(e),
             (None, None) => Ok(Vec::new()),
         }

@@ -11,7 +11,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use crate::write::Result;
 use ingero_ebpf::{CudaOp, OffCpuReason};
 
 use crate::model::{AnnotationRecord, Scope, TimelineRecord};

@@ -150,7 +150,8 @@ fn scan_all<const OPS: bool, const GROUPED: bool, const PROCS: bool>(
         ReadRecord::Cuda(c) => scan.cuda::<OPS, GROUPED, PROCS>(c),
         ReadRecord::OffCpu(o) => scan.off_cpu(o),
         _ => {}
-    })
+    })?;
+    Ok(())
 }
 
 /// Counts a failed call into its error group.

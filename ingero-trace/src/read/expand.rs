@@ -4,12 +4,11 @@
 
 use std::io::BufRead;
 
-use anyhow::{Context, Result, bail};
-
 use super::PacketReader;
+use super::error::{FramingError, LossReason};
 use super::inflate::Inflater;
-use crate::proto::TracePacket;
 use crate::proto::scan::{Cur, Wire};
+use crate::proto::{Trace, TracePacket};
 
 pub struct ExpandedPackets<R> {
     inner: PacketReader<R>,
@@ -18,6 +17,18 @@ pub struct ExpandedPackets<R> {
     /// The unread part of the last inflated container, in `inf.buf()`.
     pos: usize,
     end: usize,
+    /// File offset of the last container.
+    container: u64,
+}
+
+/// Why [`ExpandedPackets`] could not go on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExpandError {
+    #[error(transparent)]
+    Framing(#[from] FramingError),
+    #[error("the compressed packet at offset {offset}: {reason}")]
+    Container { offset: u64, reason: LossReason },
 }
 
 impl<R: BufRead> ExpandedPackets<R> {
@@ -28,6 +39,7 @@ impl<R: BufRead> ExpandedPackets<R> {
             outer: Vec::new(),
             pos: 0,
             end: 0,
+            container: 0,
         }
     }
 
@@ -38,21 +50,20 @@ impl<R: BufRead> ExpandedPackets<R> {
 
     /// The next packet's bytes into `out`; `false` at the end (clean or truncated). A corrupt
     /// container is an error naming its offset.
-    pub fn next_into(&mut self, out: &mut Vec<u8>) -> Result<bool> {
+    pub fn next_into(&mut self, out: &mut Vec<u8>) -> Result<bool, ExpandError> {
         loop {
             if self.pos < self.end {
                 let mut c = Cur::new(&self.inf.buf()[self.pos..self.end]);
                 let Ok(Some((num, w))) = c.field() else {
                     self.end = 0;
-                    bail!(
-                        "cut or malformed packet at byte {} of the container before offset {}",
-                        self.pos,
-                        self.inner.offset()
-                    );
+                    return Err(ExpandError::Container {
+                        offset: self.container,
+                        reason: LossReason::CutInnerPacket { at: self.pos },
+                    });
                 };
                 self.pos += c.pos();
                 // Only `Trace.packet` fields carry packets, as at the top of a file.
-                if let (1, Wire::Len(p)) = (num, w) {
+                if let (Trace::PACKET, Wire::Len(p)) = (num, w) {
                     out.clear();
                     out.extend_from_slice(p);
                     return Ok(true);
@@ -65,10 +76,11 @@ impl<R: BufRead> ExpandedPackets<R> {
             }
             match compressed(&self.outer) {
                 Some(z) => {
-                    self.end = self
-                        .inf
-                        .inflate(z)
-                        .with_context(|| format!("the compressed packet at offset {start}"))?;
+                    self.container = start;
+                    self.end = self.inf.inflate(z).map_err(|e| ExpandError::Container {
+                        offset: start,
+                        reason: LossReason::Inflate(e),
+                    })?;
                     self.pos = 0;
                 }
                 None => {

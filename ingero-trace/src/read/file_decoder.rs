@@ -11,14 +11,13 @@
 //! Given an [`InflateAhead`] for its file, it takes each container's output from that
 //! helper thread instead of inflating it, and inflates itself whenever the helper has none.
 
-use anyhow::{Result, bail};
-
 use super::ahead::InflateAhead;
 use super::decoder::{ClocksSeen, Decoder, Paths, Step};
+use super::error::{LossReason, PacketError};
 use super::inflate::{InflateError, Inflater};
 use crate::model::ReadRecord;
-use crate::proto::FRAME;
 use crate::proto::varint;
+use crate::proto::{FRAME, wire_type};
 
 /// The decoding state of one file.
 pub struct FileDecoder {
@@ -34,7 +33,7 @@ pub struct FileDecoder {
     bundles_skipped: u64,
     /// Containers lost so far, and why the last one was.
     lost: u64,
-    last_loss: Option<String>,
+    last_loss: Option<LossReason>,
 }
 
 impl Default for FileDecoder {
@@ -86,8 +85,8 @@ impl FileDecoder {
     }
 
     /// Why the last container was lost.
-    pub fn last_loss(&self) -> Option<&str> {
-        self.last_loss.as_deref()
+    pub fn last_loss(&self) -> Option<&LossReason> {
+        self.last_loss.as_ref()
     }
 
     /// Packets skipped after a lost container because they needed the state it held.
@@ -97,7 +96,7 @@ impl FileDecoder {
 
     /// Gives up the current container: see the module docs.
     #[cold]
-    fn lose_container(&mut self, why: String) {
+    fn lose_container(&mut self, why: LossReason) {
         self.end = 0;
         self.pos = 0;
         self.lost += 1;
@@ -123,7 +122,7 @@ impl FileDecoder {
 
     /// Decodes one packet (all the inner packets of a container), pushing what it completes
     /// onto `out`.
-    pub fn packet(&mut self, bytes: &[u8], out: &mut Vec<ReadRecord>) -> Result<()> {
+    pub fn packet(&mut self, bytes: &[u8], out: &mut Vec<ReadRecord>) -> Result<(), PacketError> {
         let mut slot = super::empty_record();
         let mut more = self.packet_into(bytes, &mut slot)?;
         while more {
@@ -140,9 +139,13 @@ impl FileDecoder {
     /// A plain packet completes at most one record. A `compressed_packets` container is
     /// decoded up to its first record; call [`Self::pending_into`] until it returns `false`
     /// for the rest, before the next packet.
-    pub fn packet_into(&mut self, bytes: &[u8], slot: &mut ReadRecord) -> Result<bool> {
+    pub fn packet_into(
+        &mut self,
+        bytes: &[u8],
+        slot: &mut ReadRecord,
+    ) -> Result<bool, PacketError> {
         if self.pos < self.end {
-            bail!("a packet was given before the previous container's records were read");
+            return Err(PacketError::ContainerPending);
         }
         if self.skip_bundles && super::expand::compressed(bytes).is_some() {
             // No container is inflated: a helper would only be out of step.
@@ -160,7 +163,7 @@ impl FileDecoder {
                 match self.inflate(z) {
                     Ok(n) => self.end = n,
                     Err(e) => {
-                        self.lose_container(e.to_string());
+                        self.lose_container(LossReason::Inflate(e));
                         return Ok(false);
                     }
                 }
@@ -191,7 +194,7 @@ impl FileDecoder {
     /// The next record from the container given to [`Self::packet_into`]; `false` once its
     /// inner packets are all decoded.
     #[inline]
-    pub fn pending_into(&mut self, slot: &mut ReadRecord) -> Result<bool> {
+    pub fn pending_into(&mut self, slot: &mut ReadRecord) -> Result<bool, PacketError> {
         if self.hot_into(slot) {
             return Ok(true);
         }
@@ -261,20 +264,19 @@ impl FileDecoder {
     /// on as that loop would (less quickly). A malformed inner packet loses the rest of its
     /// container (see the module docs).
     #[inline(never)]
-    fn pending_slow(&mut self, slot: &mut ReadRecord) -> Result<bool> {
+    fn pending_slow(&mut self, slot: &mut ReadRecord) -> Result<bool, PacketError> {
         while self.pos < self.end {
             let at = self.pos;
-            let fail = |what: &str| format!("{what} at byte {at} of the inflated container");
             let buf = &self.inf.buf()[..self.end];
             let Some((tag, range)) = inner_packet(buf, at) else {
-                self.lose_container(fail("cut or malformed inner packet"));
+                self.lose_container(LossReason::CutInnerPacket { at });
                 return Ok(false);
             };
             self.pos = range.end;
             if tag != FRAME {
                 // As at the top of a file: other length-delimited fields are skipped.
-                if tag & 7 != 2 {
-                    self.lose_container(fail(&format!("unexpected field tag {tag:#x}")));
+                if tag & 7 != wire_type::LEN {
+                    self.lose_container(LossReason::UnexpectedField { tag, at });
                     return Ok(false);
                 }
                 continue;
@@ -285,11 +287,11 @@ impl FileDecoder {
                 Ok(Step::Nothing) => {}
                 Ok(Step::Record) => return Ok(true),
                 Ok(Step::Compressed(_)) => {
-                    self.lose_container(fail("compressed_packets inside compressed_packets"));
+                    self.lose_container(LossReason::Nested { at });
                     return Ok(false);
                 }
-                Err(e) => {
-                    self.lose_container(format!("{}: {e:#}", fail("inner packet")));
+                Err(source) => {
+                    self.lose_container(LossReason::InnerPacket { at, source });
                     return Ok(false);
                 }
             }

@@ -5,9 +5,10 @@
 use std::io::{BufRead, ErrorKind, Read};
 use std::ops::Range;
 
-use anyhow::{Context, Result, bail};
-
+use super::error::FramingError;
 use crate::proto::{FRAME, varint, wire_type};
+
+type Result<T> = std::result::Result<T, FramingError>;
 
 /// Upper bound on one packet: far above anything ingero writes, low enough that a corrupt
 /// length cannot make the reader allocate gigabytes.
@@ -39,7 +40,7 @@ impl<R: BufRead> PacketReader<R> {
     }
 
     fn byte(&mut self) -> Result<Option<u8>> {
-        let buf = self.inner.fill_buf().context("reading trace")?;
+        let buf = self.inner.fill_buf()?;
         let Some(b) = buf.first().copied() else {
             return Ok(None);
         };
@@ -56,7 +57,11 @@ impl<R: BufRead> PacketReader<R> {
             match v.step(b) {
                 Ok(Some(value)) => return Ok(Some(value)),
                 Ok(None) => {}
-                Err(_) => bail!("malformed varint at offset {}", self.offset),
+                Err(_) => {
+                    return Err(FramingError::Varint {
+                        offset: self.offset,
+                    });
+                }
             }
         }
     }
@@ -74,7 +79,7 @@ impl<R: BufRead> PacketReader<R> {
             };
             let len = usize::try_from(len).unwrap_or(usize::MAX);
             if len > MAX_PACKET {
-                bail!("packet of {len} bytes at offset {start}: the file is corrupt");
+                return Err(FramingError::TooLarge { len, offset: start });
             }
             buf.clear();
             buf.resize(len, 0);
@@ -84,7 +89,7 @@ impl<R: BufRead> PacketReader<R> {
                     self.truncated = true;
                     return Ok(false);
                 }
-                Err(e) => return Err(e).context("reading trace"),
+                Err(e) => return Err(e.into()),
             }
             self.offset = start + 1 + varint::len(len as u64) as u64 + len as u64;
             // Only `Trace.packet` (field 1, length-delimited) carries packets; other
@@ -93,7 +98,7 @@ impl<R: BufRead> PacketReader<R> {
                 return Ok(true);
             }
             if tag & 7 != wire_type::LEN {
-                bail!("unexpected top-level field tag {tag:#x} at offset {start}");
+                return Err(FramingError::UnexpectedField { tag, offset: start });
             }
         }
     }
@@ -173,7 +178,7 @@ impl<R: Read> ChunkedPackets<R> {
                     return Ok(());
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(e).context("reading trace"),
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -193,7 +198,9 @@ impl<R: Read> ChunkedPackets<R> {
             let mut hdr = 1;
             let Some(len) = varint::read(avail, &mut hdr) else {
                 if avail.len() > 1 + varint::MAX_LEN {
-                    bail!("malformed varint at offset {}", self.offset);
+                    return Err(FramingError::Varint {
+                        offset: self.offset,
+                    });
                 }
                 if self.eof {
                     self.truncated = true;
@@ -204,10 +211,10 @@ impl<R: Read> ChunkedPackets<R> {
             };
             let len = usize::try_from(len).unwrap_or(usize::MAX);
             if len > MAX_PACKET {
-                bail!(
-                    "packet of {len} bytes at offset {}: the file is corrupt",
-                    self.offset
-                );
+                return Err(FramingError::TooLarge {
+                    len,
+                    offset: self.offset,
+                });
             }
             let total = hdr + len;
             if avail.len() < total {
@@ -228,10 +235,10 @@ impl<R: Read> ChunkedPackets<R> {
                 return Ok(Some(start..start + len));
             }
             if tag & 7 != wire_type::LEN {
-                bail!(
-                    "unexpected top-level field tag {tag:#x} at offset {}",
-                    self.offset - total as u64
-                );
+                return Err(FramingError::UnexpectedField {
+                    tag,
+                    offset: self.offset - total as u64,
+                });
             }
         }
     }

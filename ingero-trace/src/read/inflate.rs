@@ -13,27 +13,15 @@ use super::framing::MAX_PACKET;
 const INITIAL: usize = 1 << 20;
 
 /// Why a chunk could not be inflated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InflateError {
     /// Not a valid zlib stream (bad header, data or checksum).
+    #[error("compressed_packets: not a valid zlib stream")]
     Corrupt,
     /// Inflates to more than [`MAX_PACKET`] bytes.
+    #[error("compressed_packets: inflates to more than {MAX_PACKET} bytes")]
     TooLarge,
 }
-
-impl std::fmt::Display for InflateError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            InflateError::Corrupt => write!(f, "compressed_packets: not a valid zlib stream"),
-            InflateError::TooLarge => write!(
-                f,
-                "compressed_packets: inflates to more than {MAX_PACKET} bytes"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for InflateError {}
 
 pub struct Inflater {
     d: Decompressor,

@@ -39,6 +39,7 @@
 
 mod ahead;
 mod decoder;
+mod error;
 mod expand;
 mod file_decoder;
 mod framing;
@@ -52,17 +53,19 @@ mod tests;
 #[cfg(test)]
 use decoder::Paths;
 pub use decoder::{ClocksSeen, empty_record};
-pub use expand::ExpandedPackets;
+pub use error::{FramingError, LossReason, PacketError, ReadError};
+pub use expand::{ExpandError, ExpandedPackets};
 pub use file_decoder::FileDecoder;
 pub use framing::{ChunkedPackets, PacketReader};
 
 use std::collections::VecDeque;
 
 use crate::model::ReadRecord;
+
+/// What the reader's fallible calls return.
+pub type Result<T, E = ReadError> = std::result::Result<T, E>;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-
-use anyhow::{Context, Result};
 
 use ahead::InflateAhead;
 
@@ -100,8 +103,12 @@ pub fn recording_files(path: &Path) -> Result<Vec<PathBuf>> {
         return Ok(vec![path.to_path_buf()]);
     }
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(path).with_context(|| format!("listing {}", path.display()))? {
-        let entry = entry.with_context(|| format!("listing {}", path.display()))?;
+    let list = |source| ReadError::List {
+        path: path.to_path_buf(),
+        source,
+    };
+    for entry in std::fs::read_dir(path).map_err(list)? {
+        let entry = entry.map_err(list)?;
         let p = entry.path();
         if p.extension().is_some_and(|e| e == crate::write::FILE_EXT) {
             let mtime = entry.metadata().and_then(|m| m.modified()).ok();
@@ -120,7 +127,7 @@ pub struct Damage {
     pub path: PathBuf,
     /// File offset of the container.
     pub offset: u64,
-    pub reason: String,
+    pub reason: LossReason,
 }
 
 /// Whether readers inflate on a helper thread unless told otherwise: when the machine has
@@ -344,8 +351,10 @@ impl TraceReader {
                 let Some(path) = self.files.pop_front() else {
                     return Ok(false);
                 };
-                let file =
-                    File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+                let file = match File::open(&path) {
+                    Ok(f) => f,
+                    Err(source) => return Err(ReadError::Open { path, source }),
+                };
                 let mut decoder = FileDecoder::new();
                 decoder.skip_bundles(self.skip_bundles);
                 if self.inflate_ahead && !self.skip_bundles {
@@ -374,22 +383,23 @@ impl TraceReader {
                     decoder,
                 );
             }
-            let more = decoder.pending_into(rec).with_context(|| {
-                format!(
-                    "{} in the compressed packet at offset {}",
-                    path.display(),
-                    reader.packet_start()
-                )
-            })?;
+            let more = decoder
+                .pending_into(rec)
+                .map_err(|source| ReadError::Packet {
+                    path: path.clone(),
+                    offset: reader.packet_start(),
+                    source,
+                })?;
             if more {
                 if self.all_time || self.range.admits(rec) {
                     return Ok(true);
                 }
                 continue;
             }
-            let got = reader
-                .next_range()
-                .with_context(|| format!("reading {}", path.display()))?;
+            let got = reader.next_range().map_err(|source| ReadError::Framing {
+                path: path.clone(),
+                source,
+            })?;
             let Some(range) = got else {
                 if reader.truncated() {
                     self.truncated.push(path.clone());
@@ -403,12 +413,10 @@ impl TraceReader {
             };
             let done = decoder
                 .packet_into(&reader.buf()[range], rec)
-                .with_context(|| {
-                    format!(
-                        "{} in the packet at offset {}",
-                        path.display(),
-                        reader.packet_start()
-                    )
+                .map_err(|source| ReadError::Packet {
+                    path: path.clone(),
+                    offset: reader.packet_start(),
+                    source,
                 })?;
             if done && (self.all_time || self.range.admits(rec)) {
                 return Ok(true);
@@ -427,11 +435,12 @@ fn note_damage(
     decoder: &FileDecoder,
 ) {
     *count += 1;
-    if damage.len() < MAX_DAMAGE_KEPT {
+    // The decoder sets its last loss whenever it counts one, so there always is one here.
+    if let (true, Some(reason)) = (damage.len() < MAX_DAMAGE_KEPT, decoder.last_loss()) {
         damage.push(Damage {
             path: path.to_path_buf(),
             offset: reader.packet_start(),
-            reason: decoder.last_loss().unwrap_or("unreadable").to_owned(),
+            reason: reason.clone(),
         });
     }
 }

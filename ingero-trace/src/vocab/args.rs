@@ -65,7 +65,10 @@ words! {
 pub const ARG_KEYS: usize = ArgKey::ALL.len();
 
 // The reader keeps a 64-bit presence mask per slice, one bit per key.
-const _: () = assert!(ARG_KEYS <= 64, "more argument keys than the reader's slot mask holds");
+const _: () = assert!(
+    ARG_KEYS <= 64,
+    "more argument keys than the reader's slot mask holds"
+);
 
 impl ArgKey {
     /// The fixed iid every recording declares for this key.

@@ -11,10 +11,10 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
 use libdeflater::{CompressionLvl, Compressor};
 
 use super::deflate::PacketDeflater;
+use super::error::{Result, WriteError};
 use super::files::TraceFile;
 use crate::proto::keys::{COMPRESSED_PACKETS, FRAME};
 use crate::proto::varint;
@@ -66,7 +66,7 @@ impl ChunkWriter {
                     .and_then(|l| CompressionLvl::new(l).ok());
                 match lvl {
                     Some(lvl) => Some(Compression::Libdeflate(Compressor::new(lvl))),
-                    None => bail!("compression level {level} is not 0..={MAX_LEVEL}"),
+                    None => return Err(WriteError::CompressionLevel(level)),
                 }
             }
         };
@@ -123,7 +123,7 @@ impl ChunkWriter {
             self.write_chunk(start)?;
             // Written: a failure below must not write it again on the next attempt.
             self.raw.drain(..start);
-            let file = self.file.as_mut().context("no open trace file")?;
+            let file = self.file.as_mut().ok_or(WriteError::NoFile)?;
             file.write_all(&self.raw)?;
             self.raw.clear();
             return Ok(());
@@ -155,7 +155,7 @@ impl ChunkWriter {
     /// The packet at `buf()[start..]` goes to the file now, ahead of the pending chunk (whose
     /// packets stay in order among themselves): for packets that must not wait for a chunk.
     pub fn write_plain(&mut self, start: usize) -> Result<()> {
-        let file = self.file.as_mut().context("no open trace file")?;
+        let file = self.file.as_mut().ok_or(WriteError::NoFile)?;
         let res = file.write_all(&self.raw[start..]);
         self.raw.truncate(start);
         res
@@ -176,7 +176,7 @@ impl ChunkWriter {
         }
         self.chunks += 1;
         self.chunk_bytes += end as u64;
-        let file = self.file.as_mut().context("no open trace file")?;
+        let file = self.file.as_mut().ok_or(WriteError::NoFile)?;
         let clen = match self.compressor.as_mut() {
             None => return file.write_all(&self.raw[..end]),
             Some(Compression::Packets(z)) => {
@@ -188,7 +188,7 @@ impl ChunkWriter {
                 let bound = c.zlib_compress_bound(end);
                 self.out.resize(HEADER_ROOM + bound, 0);
                 c.zlib_compress(&self.raw[..end], &mut self.out[HEADER_ROOM..])
-                    .context("compressing a chunk of packets")?
+                    .map_err(WriteError::Compress)?
             }
         };
         let field_len = COMPRESSED_PACKETS.len() + varint::len(clen as u64) + clen;

@@ -116,7 +116,7 @@ fn read_bytes(dir: &Path, name: &str, bytes: &[u8]) -> (Vec<ReadRecord>, bool) {
     let mut reader = TraceReader::from_files(vec![path], TimeRange::all());
     let got = reader
         .by_ref()
-        .collect::<anyhow::Result<Vec<_>>>()
+        .collect::<Result<Vec<_>, _>>()
         .expect("read");
     (got, !reader.truncated_files().is_empty())
 }
@@ -563,7 +563,7 @@ fn read_damaged(
     let mut reader = TraceReader::from_files(vec![path], TimeRange::all());
     let got = reader
         .by_ref()
-        .collect::<anyhow::Result<Vec<_>>>()
+        .collect::<Result<Vec<_>, _>>()
         .expect("a damaged chunk is not an error");
     let damage = reader.damage().to_vec();
     assert_eq!(damage.len() as u64, reader.containers_lost());

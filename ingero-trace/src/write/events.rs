@@ -6,9 +6,8 @@
 //! (`encode.rs`): no per-event allocation, one hash lookup for a launch's configuration, and
 //! the thread's track from the per-tid cache.
 
-use anyhow::Result;
-
 use super::encode::{self, EventTail};
+use super::error::Result;
 use super::interner::{Interner, StrKey};
 use super::recorder::Recorder;
 use super::slices::Begun;

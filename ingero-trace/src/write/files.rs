@@ -1,12 +1,11 @@
 //! Trace files on disk: where they go (the invoking user's `~/.ingero/traces/`, also under
 //! sudo), how they are named (by start time), streamed writes, and retention.
 
+use super::error::{Result, WriteError};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
-
-use anyhow::{Context, Result};
 
 /// File name prefix and extension of files named by start time; retention only touches these.
 pub const FILE_PREFIX: &str = "ingero-";
@@ -22,8 +21,13 @@ pub struct Owner {
 /// Gives `path` to `owner`, if any.
 pub fn give(path: &Path, owner: Option<Owner>) -> Result<()> {
     if let Some(o) = owner {
-        std::os::unix::fs::chown(path, Some(o.uid), Some(o.gid))
-            .with_context(|| format!("giving {} to uid {}", path.display(), o.uid))?;
+        std::os::unix::fs::chown(path, Some(o.uid), Some(o.gid)).map_err(|source| {
+            WriteError::Chown {
+                path: path.to_path_buf(),
+                uid: o.uid,
+                source,
+            }
+        })?;
     }
     Ok(())
 }
@@ -48,7 +52,7 @@ pub fn invoking_user_home() -> Result<(PathBuf, Option<Owner>)> {
             passwd_home(&passwd, &user).unwrap_or_else(|| PathBuf::from("/home").join(&user));
         return Ok((home, Some(Owner { uid, gid })));
     }
-    let home = std::env::var_os("HOME").context("HOME is not set; pass a directory or -o")?;
+    let home = std::env::var_os("HOME").ok_or(WriteError::NoHome)?;
     Ok((PathBuf::from(home), None))
 }
 
@@ -71,7 +75,7 @@ pub fn create_dir_owned(dir: &Path, owner: Option<Owner>) -> Result<()> {
         missing.push(d.to_path_buf());
         cur = d.parent();
     }
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(WriteError::io("creating", dir))?;
     for d in missing.iter().rev() {
         give(d, owner)?;
     }
@@ -138,7 +142,7 @@ pub struct TraceFile {
 
 impl TraceFile {
     pub fn create(path: &Path, owner: Option<Owner>) -> Result<TraceFile> {
-        let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let file = File::create(path).map_err(WriteError::io("creating", path))?;
         give(path, owner)?;
         Ok(TraceFile {
             path: path.to_path_buf(),
@@ -159,7 +163,7 @@ impl TraceFile {
     pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
         self.file
             .write_all(bytes)
-            .with_context(|| format!("writing {}", self.path.display()))?;
+            .map_err(WriteError::io("writing", &self.path))?;
         self.bytes += bytes.len() as u64;
         Ok(())
     }
@@ -169,7 +173,7 @@ impl TraceFile {
     pub fn flush(&mut self) -> Result<()> {
         self.file
             .flush()
-            .with_context(|| format!("flushing {}", self.path.display()))
+            .map_err(WriteError::io("flushing", &self.path))
     }
 
     /// Flushes and syncs the file to disk.
@@ -177,7 +181,7 @@ impl TraceFile {
         self.flush()?;
         self.file
             .sync_all()
-            .with_context(|| format!("syncing {}", self.path.display()))?;
+            .map_err(WriteError::io("syncing", &self.path))?;
         Ok(self.path)
     }
 }
@@ -207,7 +211,7 @@ pub fn enforce_retention(
             Ok(()) => {}
             // Someone else removed it: it no longer counts either way.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("deleting {}", path.display())),
+            Err(e) => return Err(WriteError::io("deleting", &path)(e)),
         }
         total = total.saturating_sub(len);
         deleted.push(path);
@@ -218,8 +222,8 @@ pub fn enforce_retention(
 /// The `ingero-*.pftrace` files in `dir`.
 pub fn trace_files_in(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
-        let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
+    for entry in std::fs::read_dir(dir).map_err(WriteError::io("listing", dir))? {
+        let entry = entry.map_err(WriteError::io("listing", dir))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if name.starts_with(FILE_PREFIX) && name.ends_with(&format!(".{FILE_EXT}")) {

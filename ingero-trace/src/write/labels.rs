@@ -13,8 +13,7 @@
 
 use std::collections::HashMap;
 
-use anyhow::Result;
-
+use super::error::Result;
 use super::recorder::Recorder;
 use super::tracks::{Hint, TrackKey};
 use crate::model::AnnotationRecord;

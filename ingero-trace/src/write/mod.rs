@@ -53,6 +53,7 @@ mod clocks;
 mod config;
 mod deflate;
 mod encode;
+mod error;
 mod events;
 mod files;
 mod interner;
@@ -66,6 +67,7 @@ pub use config::{
     CLOCK_SNAPSHOT_INTERVAL_NS, DEFAULT_COMPRESSION_LEVEL, DEFAULT_MAX_FILE_SIZE,
     DEFAULT_MAX_TOTAL_SIZE, DEFAULT_RESTART_BYTES, RESTART_INTERVAL_NS, RecorderConfig,
 };
+pub use error::{Result, WriteError};
 pub use files::{FILE_EXT, FILE_PREFIX, trace_files_in};
 pub use recorder::{Recorder, RecorderCounters};
 

@@ -22,12 +22,11 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
-
 use super::chunk::ChunkWriter;
 use super::clocks::ClockOffsets;
 use super::config::{CLOCK_SNAPSHOT_INTERVAL_NS, RESTART_INTERVAL_NS, RecorderConfig};
 use super::encode::{self, EventTail, Head, MachineIdField};
+use super::error::Result;
 use super::files::{self, Naming, Owner, TraceFile};
 use super::labels::LabelState;
 use super::sequence::{LATE_SEQUENCE, MAIN_SEQUENCE, PLAIN_SEQUENCE, Sequence};

@@ -68,7 +68,7 @@ pub(super) fn read_all(files: Vec<PathBuf>) -> Vec<ReadRecord> {
     let mut reader = TraceReader::from_files(files, TimeRange::all());
     let records = reader
         .by_ref()
-        .collect::<anyhow::Result<Vec<_>>>()
+        .collect::<Result<Vec<_>, _>>()
         .expect("read");
     assert_eq!(reader.containers_lost(), 0, "{:?}", reader.damage());
     assert_eq!(reader.packets_skipped(), 0);
@@ -399,7 +399,7 @@ fn truncation_at_every_byte_of_the_last_packets() {
         let mut reader = TraceReader::from_files(vec![cut_path.clone()], TimeRange::all());
         let got: Vec<ReadRecord> = reader
             .by_ref()
-            .collect::<anyhow::Result<_>>()
+            .collect::<Result<_, _>>()
             .unwrap_or_else(|e| panic!("cut at {cut}: {e:#}"));
         let complete = per_packet
             .iter()
@@ -425,7 +425,7 @@ fn time_range_filters_by_overlap() {
     );
     let range = TimeRange::new(T0 + 10 * MS, T0 + 12 * MS);
     let got: Vec<ReadRecord> = TraceReader::from_files(files, range)
-        .collect::<anyhow::Result<_>>()
+        .collect::<Result<_, _>>()
         .expect("read");
     let cuda: Vec<u64> = got
         .iter()

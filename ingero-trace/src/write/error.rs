@@ -1,0 +1,53 @@
+//! [`WriteError`]: why the writer could not write.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Why a recording could not be written (the recording stops there; what was written before
+/// is readable).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WriteError {
+    /// A file or directory operation failed: `action` is what was being done ("creating",
+    /// "writing", "syncing", "deleting", "listing", …).
+    #[error("{action} {}: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// Handing a file to the invoking user (under sudo) failed.
+    #[error("giving {} to uid {uid}: {source}", path.display())]
+    Chown {
+        path: PathBuf,
+        uid: u32,
+        source: io::Error,
+    },
+    #[error("HOME is not set; pass a directory or -o")]
+    NoHome,
+    #[error("compression level {0} is not 0..={max}", max = super::chunk::MAX_LEVEL)]
+    CompressionLevel(u32),
+    #[error("compressing a chunk of packets: {0:?}")]
+    Compress(libdeflater::CompressionError),
+    /// A packet was written while no file was open (after a failed rotation).
+    #[error("no open trace file")]
+    NoFile,
+}
+
+impl WriteError {
+    /// A closure turning an I/O error of `action` on `path` into a [`WriteError::Io`].
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(io::Error) -> WriteError {
+        let path = path.into();
+        move |source| WriteError::Io {
+            action,
+            path,
+            source,
+        }
+    }
+}
+
+/// What the writer's fallible calls return.
+pub type Result<T, E = WriteError> = std::result::Result<T, E>;
