@@ -32,7 +32,31 @@ pub enum DecodeError {
     UnknownReason(u32),
 }
 
-fn read<T: Copy>(bytes: &[u8], kind: u16) -> Result<T, DecodeError> {
+mod sealed {
+    /// Keeps [`super::RingRecord`] to the types this module vouches for.
+    pub trait Sealed {}
+}
+
+/// A record as the eBPF programs write it: `repr(C)` plain data of integers and byte arrays,
+/// with no padding (each size is pinned to the sum of its fields by the assertions in
+/// `ingero_ebpf::records`), so every bit pattern is a valid value and every byte is
+/// initialised.
+///
+/// # Safety
+/// Implemented (sealed) only for the records below, which are such types.
+pub unsafe trait RingRecord: Copy + sealed::Sealed {}
+
+macro_rules! ring_records {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        // SAFETY: a `repr(C)` record of integers and byte arrays whose size the eBPF crate
+        // asserts equals the sum of its fields' sizes (no padding).
+        unsafe impl RingRecord for $t {}
+    )*};
+}
+ring_records!(RecordHeader, CudaRecord, OffCpuRecord, ProcessRecord);
+
+fn read<T: RingRecord>(bytes: &[u8], kind: u16) -> Result<T, DecodeError> {
     let expected = std::mem::size_of::<T>();
     if bytes.len() < expected {
         return Err(DecodeError::WrongSize {
@@ -41,8 +65,8 @@ fn read<T: Copy>(bytes: &[u8], kind: u16) -> Result<T, DecodeError> {
             expected,
         });
     }
-    // SAFETY: the length is checked above and every record type is plain-old-data `repr(C)`
-    // for which any bit pattern is valid; the read is unaligned-safe.
+    // SAFETY: the length is checked above and `T: RingRecord` is plain data for which any bit
+    // pattern is valid; the read is unaligned-safe.
     Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
 }
 
@@ -119,9 +143,9 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
 }
 
 /// Views a record as bytes (tests and the capture-replay benchmark build records this way).
-pub fn record_bytes<T: Copy>(record: &T) -> &[u8] {
-    // SAFETY: `T` is a plain `repr(C)` record; viewing its bytes is always valid for reads
-    // (padding bytes, if any, are only copied, never interpreted).
+pub fn record_bytes<T: RingRecord>(record: &T) -> &[u8] {
+    // SAFETY: `T: RingRecord` has no padding, so all `size_of::<T>()` bytes behind the
+    // reference are initialised and may be read as `u8` for the reference's lifetime.
     unsafe {
         std::slice::from_raw_parts((record as *const T).cast::<u8>(), std::mem::size_of::<T>())
     }
