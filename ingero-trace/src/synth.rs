@@ -33,7 +33,7 @@ pub fn task(pid: u32, tid: u32, comm: &str) -> Task {
         pid,
         tid,
         comm: Comm::from_str_lossy(comm),
-        cgroup_id: 0,
+        cgroup_id: 4242,
         cpu: tid % 4,
     }
 }
@@ -56,7 +56,7 @@ pub fn cuda(
     }))
 }
 
-fn lifecycle(t: Task, ts_ns: u64, op: ProcessOp, other_pid: u32, text: &str) -> TimelineRecord {
+pub fn lifecycle(t: Task, ts_ns: u64, op: ProcessOp, other_pid: u32, text: &str) -> TimelineRecord {
     TimelineRecord::Event(Event::Process(ProcessEvent {
         ts_ns,
         task: t,
@@ -86,10 +86,15 @@ fn annotation(
         end_ns,
         provenance_uid: 1000,
         provenance_pid: Some(SCENARIO_PID),
+        provenance_gid: 1000,
+        received_ns: ts_ns + 1_000,
+        realtime_ns: ts_ns + 1_700_000_000_000_000_000,
+        end_realtime_ns: end_ns.map(|e| e + 1_700_000_000_000_000_000),
+        stamped_by_agent: false,
     })
 }
 
-fn launch_args(grid: u32, stream: u64) -> CudaArgs {
+pub fn launch_args(grid: u32, stream: u64) -> CudaArgs {
     CudaArgs::Launch {
         func: 0x5555_0000_1000 + u64::from(grid),
         grid: [grid, 1, 1],
@@ -104,6 +109,8 @@ pub fn scenario() -> Vec<TimelineRecord> {
     let p = SCENARIO_PID;
     let main = task(p, p, "python3");
     let worker = task(p, p + 1, "pt_worker");
+    // Later on, the main thread runs on another CPU: the records after that say so.
+    let moved = Task { cpu: 3, ..main };
     let t = |ms: u64| SCENARIO_T0 + ms * MS;
     vec![
         lifecycle(main, t(0), ProcessOp::Exec, p, "/usr/bin/python3"),
@@ -195,7 +202,7 @@ pub fn scenario() -> Vec<TimelineRecord> {
         ),
         annotation(t(14), None, Some(p), &[("step", "43")]),
         cuda(
-            main,
+            moved,
             t(15),
             2 * MS,
             CudaOp::DeviceSynchronize,
@@ -206,7 +213,7 @@ pub fn scenario() -> Vec<TimelineRecord> {
             },
         ),
         lifecycle(worker, t(20), ProcessOp::ThreadExit, 0, ""),
-        lifecycle(main, t(25), ProcessOp::Exit, 0, ""),
+        lifecycle(moved, t(25), ProcessOp::Exit, 0, ""),
     ]
 }
 

@@ -357,6 +357,7 @@ pub(crate) mod test_records {
             end_ns: Some(end),
             provenance_uid: 0,
             provenance_pid: None,
+            ..Default::default()
         }
     }
 }

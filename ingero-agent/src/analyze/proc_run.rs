@@ -183,6 +183,8 @@ mod tests {
                     ret: i32::from(x.is_multiple_of(53)),
                     args,
                     clamped_from_ns: None,
+                    cpu: 0,
+                    cgroup_id: 0,
                 }
             })
             .collect()
@@ -257,6 +259,8 @@ mod tests {
                 event: None,
             },
             clamped_from_ns: None,
+            cpu: 0,
+            cgroup_id: 0,
         };
         let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("a"));
         let mut procs = vec![(ProcStats::default(), ProcBins::new())];

@@ -373,6 +373,8 @@ mod tests {
                     next_tid: 1,
                     next_comm: String::new(),
                     cpu: 0,
+                    cgroup_id: 0,
+                    clamped_from_ns: None,
                 };
                 out.push(Ev::Off(o, (x % 20) as u32));
             }
@@ -409,6 +411,8 @@ mod tests {
                 ret: i32::from(x.is_multiple_of(9)),
                 args,
                 clamped_from_ns: None,
+                cpu: 0,
+                cgroup_id: 0,
             }));
         }
         out

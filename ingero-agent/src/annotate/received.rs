@@ -146,11 +146,24 @@ impl ReceivedAnnotation {
 
 impl From<&ReceivedAnnotation> for AnnotationRecord {
     fn from(a: &ReceivedAnnotation) -> Self {
-        let (ts_ns, end_ns) = match a.time {
-            AnnotationTime::Instant { ts_ns, .. } => (ts_ns, None),
+        let (ts_ns, end_ns, realtime_ns, end_realtime_ns, stamped_by_agent) = match a.time {
+            AnnotationTime::Instant {
+                ts_ns,
+                realtime_ns,
+                stamped_by_agent,
+            } => (ts_ns, None, realtime_ns, None, stamped_by_agent),
             AnnotationTime::Span {
-                start_ns, end_ns, ..
-            } => (start_ns, Some(end_ns.max(start_ns))),
+                start_ns,
+                end_ns,
+                start_realtime_ns,
+                end_realtime_ns,
+            } => (
+                start_ns,
+                Some(end_ns.max(start_ns)),
+                start_realtime_ns,
+                Some(end_realtime_ns),
+                false,
+            ),
         };
         AnnotationRecord {
             labels: a.labels.clone(),
@@ -159,6 +172,11 @@ impl From<&ReceivedAnnotation> for AnnotationRecord {
             end_ns,
             provenance_uid: a.provenance.uid,
             provenance_pid: a.provenance.pid,
+            provenance_gid: a.provenance.gid,
+            received_ns: a.received_ns,
+            realtime_ns,
+            end_realtime_ns,
+            stamped_by_agent,
         }
     }
 }

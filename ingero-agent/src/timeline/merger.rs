@@ -194,6 +194,7 @@ mod tests {
             end_ns: None,
             provenance_uid: 0,
             provenance_pid: None,
+            ..Default::default()
         })
     }
 

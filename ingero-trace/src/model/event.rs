@@ -9,6 +9,9 @@ use super::CudaArgs;
 pub struct Comm([u8; COMM_LEN]);
 
 impl Comm {
+    /// No name.
+    pub const EMPTY: Comm = Comm([0; COMM_LEN]);
+
     pub fn new(raw: [u8; COMM_LEN]) -> Self {
         Comm(raw)
     }

@@ -31,6 +31,17 @@ pub struct CudaCallRecord {
     pub args: CudaArgs,
     /// Set when the writer shortened the slice to keep its track nested: the real duration.
     pub clamped_from_ns: Option<u64>,
+    /// The CPU the call returned on.
+    pub cpu: u32,
+    /// The thread's cgroup v2 id.
+    pub cgroup_id: u64,
+}
+
+impl CudaCallRecord {
+    /// The call's real duration (the slice in the file may be shortened to nest).
+    pub fn real_duration_ns(&self) -> u64 {
+        self.clamped_from_ns.unwrap_or(self.duration_ns)
+    }
 }
 
 /// One interval a traced thread spent off the CPU.
@@ -44,7 +55,12 @@ pub struct OffCpuRecord {
     /// Who ran instead.
     pub next_tid: u32,
     pub next_comm: String,
+    /// The CPU the thread ran on again.
     pub cpu: u32,
+    /// The thread's cgroup v2 id.
+    pub cgroup_id: u64,
+    /// Set when the writer shortened the slice to keep its track nested: the real duration.
+    pub clamped_from_ns: Option<u64>,
 }
 
 /// Process or thread lifecycle (see `decode::ProcessEvent` for what `other_pid` means).
@@ -56,6 +72,10 @@ pub struct LifecycleRecord {
     pub other_pid: u32,
     pub clone_flags_known: bool,
     pub text: String,
+    /// The CPU the event was recorded on.
+    pub cpu: u32,
+    /// The task's cgroup v2 id.
+    pub cgroup_id: u64,
 }
 
 /// An interval during which a label had one value in a scope (a state slice).

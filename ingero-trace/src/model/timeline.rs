@@ -16,7 +16,7 @@ pub struct Scope {
 }
 
 /// One annotation: labels set at an instant, or a span over `[ts_ns, end_ns]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AnnotationRecord {
     /// Labels in the client's order; an empty value clears the key (instants only).
     pub labels: Vec<(String, String)>,
@@ -30,6 +30,17 @@ pub struct AnnotationRecord {
     pub provenance_uid: u32,
     /// Pid of the writer, when the kernel could say.
     pub provenance_pid: Option<u32>,
+    /// Effective gid of the writer.
+    pub provenance_gid: u32,
+    /// When the agent received the line (trace clock).
+    pub received_ns: u64,
+    /// The CLOCK_REALTIME stamp (unix ns) of the instant or of the span's start, as the client
+    /// sent it (or the agent's receive time, see `stamped_by_agent`).
+    pub realtime_ns: u64,
+    /// A span's end as a CLOCK_REALTIME stamp.
+    pub end_realtime_ns: Option<u64>,
+    /// The client sent no time: the agent stamped the instant when it received it.
+    pub stamped_by_agent: bool,
 }
 
 impl AnnotationRecord {

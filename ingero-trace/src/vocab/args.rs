@@ -28,7 +28,9 @@ words! {
         Event = "event",
         /// The call's duration before it was clamped to keep slices nested.
         ClampedFromNs = "clamped_from_ns",
-        /// Off-CPU: who ran instead, the state at switch-out, the CPU.
+        /// Off-CPU: who ran instead, the state at switch-out. `cpu`: the CPU an off-CPU
+        /// interval ended on, and on slice ends and instants of threads, the CPU when it
+        /// changed.
         NextTid = "next_tid",
         NextComm = "next_comm",
         PrevState = "prev_state",
@@ -58,6 +60,16 @@ words! {
         /// ([`super::launch_text`]): one argument per launch instead of four keeps a
         /// launch-dominated trace small and fast to read.
         Launch = "launch",
+        /// The cgroup v2 id of the task (slice ends and instants, when it changed).
+        CgroupId = "cgroup_id",
+        /// Annotations: the writer's gid, when the agent received the line, the client's
+        /// CLOCK_REALTIME stamps (an instant's, or a span's start and end) and whether the
+        /// agent stamped it because the client did not.
+        ProvenanceGid = "provenance.gid",
+        ReceivedNs = "received_ns",
+        RealtimeNs = "realtime_ns",
+        EndRealtimeNs = "end_realtime_ns",
+        StampedByAgent = "stamped_by_agent",
     }
 }
 

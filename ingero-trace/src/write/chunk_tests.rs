@@ -25,7 +25,7 @@ use crate::vocab::ArgKey;
 const MS: u64 = 1_000_000;
 
 /// The packets of a file as it lies on disk: `(offset of the packet's frame, packet)`.
-fn outer_packets(bytes: &[u8]) -> Vec<(usize, Vec<u8>)> {
+pub(super) fn outer_packets(bytes: &[u8]) -> Vec<(usize, Vec<u8>)> {
     let mut r = PacketReader::new(bytes);
     let mut buf = Vec::new();
     let mut out = Vec::new();
@@ -39,7 +39,7 @@ fn outer_packets(bytes: &[u8]) -> Vec<(usize, Vec<u8>)> {
 }
 
 /// The inflated content of a `compressed_packets` container, `None` for a plain packet.
-fn inflated(packet: &[u8]) -> Option<Vec<u8>> {
+pub(super) fn inflated(packet: &[u8]) -> Option<Vec<u8>> {
     let body = packet.strip_prefix(&[0x92, 0x03][..])?;
     // Field 50's payload is framed like a `Trace.packet` once a key is put in front of it.
     let mut framed = vec![0x0A];
@@ -489,7 +489,7 @@ fn write_restarting(dir: &Path, name: &str, restart_bytes: u64) -> Vec<u8> {
 }
 
 /// The offsets (in the file) of its chunks.
-fn chunk_offsets(bytes: &[u8]) -> Vec<usize> {
+pub(super) fn chunk_offsets(bytes: &[u8]) -> Vec<usize> {
     outer_packets(bytes)
         .into_iter()
         .filter(|(_, p)| inflated(p).is_some())
@@ -547,7 +547,7 @@ fn write_level_name(dir: &Path, name: &str, level: u32) -> String {
 
 /// Reads a file with one chunk corrupted: (records, chunks lost, packets skipped, damage
 /// offset).
-fn read_damaged(
+pub(super) fn read_damaged(
     dir: &Path,
     name: &str,
     bytes: &[u8],

@@ -21,7 +21,9 @@
 //! the rare message of 128 bytes or more (a packet carrying new interned data) moves its body
 //! up to make room for the longer varint.
 
+use super::slices::Placement;
 use crate::proto::varint;
+use crate::vocab::ArgKey;
 
 pub use crate::proto::keys::FRAME;
 use crate::proto::keys::{
@@ -369,6 +371,12 @@ pub fn arg_string(buf: &mut Vec<u8>, name_iid: u64, s: &[u8]) {
     varint::put(buf, s.len() as u64);
     buf.extend_from_slice(s);
     close(buf, at);
+}
+
+/// Where a thread ran, as the two arguments `cpu` and `cgroup_id` of an end or instant.
+pub fn placement(buf: &mut Vec<u8>, at: Placement) {
+    arg_uint(buf, ArgKey::Cpu.iid(), u64::from(at.cpu));
+    arg_uint(buf, ArgKey::CgroupId.iid(), at.cgroup_id);
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use super::encode::{self, EventTail};
 use super::error::Result;
 use super::interner::{Interner, StrKey};
 use super::recorder::Recorder;
-use super::slices::Begun;
+use super::slices::{Begun, Placement};
 use super::tracks::{Hint, ThreadTrack, TrackKey};
 use crate::model::LaunchConfig;
 use crate::model::{
@@ -19,6 +19,15 @@ use crate::model::{
 use crate::proto::event_type;
 use crate::vocab::launch_text;
 use crate::vocab::{ArgKey, Category, EventName};
+
+/// Where a task's event says it ran.
+#[inline(always)]
+fn placement(task: &Task) -> Placement {
+    Placement {
+        cpu: task.cpu,
+        cgroup_id: task.cgroup_id,
+    }
+}
 
 /// A string value through the sequence's interning table (inline past its cap).
 fn string_arg(buf: &mut Vec<u8>, interner: &mut Interner, arg: ArgKey, key: StrKey<'_>) {
@@ -130,7 +139,7 @@ impl Recorder {
     /// (which describes the track first if this file has not).
     #[inline(always)]
     fn thread_track(&mut self, kind: ThreadTrack, task: &Task) -> Result<u64> {
-        match self.tracks.cached(kind, task.tid) {
+        match self.tracks.cached(kind, task.tid, &task.comm) {
             Some(uuid) => Ok(uuid),
             None => self.thread_track_slow(kind, task),
         }
@@ -143,19 +152,29 @@ impl Recorder {
             ThreadTrack::OffCpu => TrackKey::OffCpu(task.tid),
         };
         let comm = task.comm.as_str();
-        self.track(
+        self.tracks.rename_thread(task.tid, &comm);
+        let uuid = self.track(
             &key,
             Hint {
                 pid: task.pid,
                 comm: &comm,
             },
-        )
+        )?;
+        self.tracks.cache_name(kind, task.tid, &task.comm);
+        Ok(uuid)
     }
 
-    /// Registers `[ts, ts + duration]` on `track`: queued on the main sequence (possibly
-    /// clamped to nest), written right away on the late one.
+    /// Registers `[ts, ts + duration]` on `track` for a thread that ran `at`: queued on the
+    /// main sequence (possibly clamped to nest), written right away on the late one.
     #[inline(always)]
-    fn begin_slice(&mut self, late: bool, track: u64, ts: u64, duration: u64) -> Begun {
+    fn begin_slice(
+        &mut self,
+        late: bool,
+        track: u64,
+        ts: u64,
+        duration: u64,
+        at: Placement,
+    ) -> Begun {
         let end = ts.saturating_add(duration);
         if late {
             Begun {
@@ -163,7 +182,7 @@ impl Recorder {
                 clamped_from_ns: None,
             }
         } else {
-            self.open_slice(track, ts, end)
+            self.open_slice(track, ts, end, at)
         }
     }
 
@@ -178,7 +197,8 @@ impl Recorder {
     #[inline]
     fn write_cuda(&mut self, c: &CudaCall, late: bool) -> Result<()> {
         let track = self.thread_track(ThreadTrack::Thread, &c.task)?;
-        let begun = self.begin_slice(late, track, c.ts_ns, c.duration_ns);
+        let at = placement(&c.task);
+        let begun = self.begin_slice(late, track, c.ts_ns, c.duration_ns, at);
         let e = self.event_open(late, c.ts_ns)?;
         let (buf, seq) = self.event_args(&e);
         if c.ret != 0 {
@@ -197,7 +217,7 @@ impl Recorder {
         let name = seq.interner.name(EventName::Op(c.op));
         self.event_close(e, &EventTail::named(event_type::SLICE_BEGIN, name, track))?;
         if late {
-            self.late_slice_end(track, begun.end)?;
+            self.late_slice_end(track, begun.end, at)?;
         }
         if matches!(c.args, CudaArgs::Alloc { .. } | CudaArgs::Free { .. }) {
             self.track_device_memory(c, late)?;
@@ -234,7 +254,13 @@ impl Recorder {
 
     fn write_off_cpu(&mut self, o: &OffCpu, late: bool) -> Result<()> {
         let track = self.thread_track(ThreadTrack::OffCpu, &o.task)?;
-        let begun = self.begin_slice(late, track, o.ts_ns, o.duration_ns);
+        // The CPU is an argument of every interval (where the thread ran again): the ends
+        // state the cgroup alone.
+        let at = Placement {
+            cpu: 0,
+            ..placement(&o.task)
+        };
+        let begun = self.begin_slice(late, track, o.ts_ns, o.duration_ns, at);
         let e = self.event_open(late, o.ts_ns)?;
         let (buf, seq) = self.event_args(&e);
         encode::category(buf, Category::Sched.iid());
@@ -254,7 +280,7 @@ impl Recorder {
         let name = seq.interner.name(EventName::OffCpu(o.reason));
         self.event_close(e, &EventTail::named(event_type::SLICE_BEGIN, name, track))?;
         if late {
-            self.late_slice_end(track, begun.end)?;
+            self.late_slice_end(track, begun.end, at)?;
         }
         Ok(())
     }
@@ -266,9 +292,13 @@ impl Recorder {
             self.tracks.refresh_process(p.task.pid, &comm);
         }
         let track = self.thread_track(ThreadTrack::Thread, &p.task)?;
+        let state = self.instant_state(track, placement(&p.task));
         let e = self.event_open(late, p.ts_ns)?;
         let (buf, seq) = self.event_args(&e);
         encode::category(buf, Category::Process.iid());
+        if let Some(at) = state {
+            encode::placement(buf, at);
+        }
         encode::arg_uint(buf, ArgKey::OtherPid.iid(), u64::from(p.other_pid));
         encode::arg_bool(buf, ArgKey::CloneFlagsKnown.iid(), p.clone_flags_known);
         if !p.text.is_empty() {

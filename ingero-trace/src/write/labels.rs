@@ -71,7 +71,7 @@ fn provenance(uid: u32, pid: Option<u32>, out: &mut Vec<DebugAnnotation>) {
 
 impl Recorder {
     fn label_args(&mut self, a: &AnnotationRecord) -> Vec<DebugAnnotation> {
-        let mut args = Vec::with_capacity(a.labels.len() + 3);
+        let mut args = Vec::with_capacity(a.labels.len() + 8);
         for (k, v) in &a.labels {
             let key = format!("{}{k}", vocab::LABEL_PREFIX);
             let (name_iid, name) = match self.plain.interner.debug_name(&key) {
@@ -86,6 +86,24 @@ impl Recorder {
             });
         }
         provenance(a.provenance_uid, a.provenance_pid, &mut args);
+        let uint = |key: ArgKey, v: u64| DebugAnnotation {
+            name_iid: Some(key.iid()),
+            uint_value: Some(v),
+            ..Default::default()
+        };
+        args.push(uint(ArgKey::ProvenanceGid, u64::from(a.provenance_gid)));
+        args.push(uint(ArgKey::ReceivedNs, a.received_ns));
+        args.push(uint(ArgKey::RealtimeNs, a.realtime_ns));
+        if let Some(end) = a.end_realtime_ns {
+            args.push(uint(ArgKey::EndRealtimeNs, end));
+        }
+        if a.stamped_by_agent {
+            args.push(DebugAnnotation {
+                name_iid: Some(ArgKey::StampedByAgent.iid()),
+                bool_value: Some(true),
+                ..Default::default()
+            });
+        }
         if let Some(s) = a.scope {
             args.push(DebugAnnotation {
                 name_iid: Some(ArgKey::ScopeStartTime.iid()),

@@ -74,4 +74,6 @@ pub use recorder::{Recorder, RecorderCounters};
 #[cfg(test)]
 mod chunk_tests;
 #[cfg(test)]
+mod placement_tests;
+#[cfg(test)]
 mod tests;

@@ -30,7 +30,7 @@ use super::error::Result;
 use super::files::{self, Naming, Owner, TraceFile};
 use super::labels::LabelState;
 use super::sequence::{LATE_SEQUENCE, MAIN_SEQUENCE, PLAIN_SEQUENCE, Sequence};
-use super::slices::{Begun, OpenSlices};
+use super::slices::{Begun, DueEnd, OpenSlices, Placement};
 use super::tracks::{Hint, TrackKey, Tracks};
 use crate::clock::{monotonic_now_ns, realtime_now_ns};
 use crate::fast_map::FastMap;
@@ -288,8 +288,8 @@ impl Recorder {
     /// Writes every pending slice end and ends open label states (kept for re-opening when
     /// `keep_states`).
     fn close_all_slices(&mut self, keep_states: bool) -> Result<()> {
-        while let Some((end, track)) = self.slices.pop() {
-            self.slice_end(track, end)?;
+        while let Some(due) = self.slices.pop() {
+            self.slice_end(due)?;
         }
         self.slices.clear();
         let ts = self.stream_end();
@@ -378,6 +378,7 @@ impl Recorder {
         }
         self.late.restart();
         self.main.restart();
+        self.slices.restarted();
         self.main_first_packet(base)
     }
 
@@ -525,6 +526,11 @@ impl Recorder {
     pub(super) fn track(&mut self, key: &TrackKey, hint: Hint<'_>) -> Result<u64> {
         let uuid = self.tracks.ensure(key, hint, &mut self.descs);
         if !self.descs.is_empty() {
+            // A track described again (renamed thread, exec) is named anew from here on: the
+            // records waiting in the chunk go to the file before its descriptor does.
+            if self.tracks.take_redescribed() {
+                self.out.flush_chunk()?;
+            }
             let descs = std::mem::take(&mut self.descs);
             for d in &descs {
                 let pkt = TracePacket {
@@ -546,8 +552,8 @@ impl Recorder {
     /// counter for completed seconds, and a clock snapshot every 10 s.
     #[inline(always)]
     fn advance_to(&mut self, ts: u64) -> Result<()> {
-        while let Some((end, track)) = self.slices.pop_due(ts) {
-            self.slice_end(track, end)?;
+        while let Some(due) = self.slices.pop_due(ts) {
+            self.slice_end(due)?;
         }
         match &mut self.eps {
             // The stream only moves forward here, so `ts` is past the window's start.
@@ -614,32 +620,48 @@ impl Recorder {
 
     /// Queues the end of `[ts, end]` on `track` (main sequence), counting a clamped slice.
     #[inline(always)]
-    pub(super) fn open_slice(&mut self, track: u64, ts: u64, end: u64) -> Begun {
-        let begun = self.slices.begin(track, ts, end);
+    pub(super) fn open_slice(&mut self, track: u64, ts: u64, end: u64, at: Placement) -> Begun {
+        let begun = self.slices.begin(track, ts, end, at);
         if begun.clamped_from_ns.is_some() {
             self.counters.clamped += 1;
         }
         begun
     }
 
-    /// Writes the end of a slice on the main sequence at `end` (the stream has reached it).
+    /// Writes the end of a slice on the main sequence (the stream has reached it).
     #[inline(always)]
-    fn slice_end(&mut self, track: u64, end: u64) -> Result<()> {
-        self.end_packet(false, track, end)
+    fn slice_end(&mut self, due: DueEnd) -> Result<()> {
+        self.end_packet(false, due.track, due.end, due.state)
     }
 
     /// The end of a late slice, written right after its begin on the late sequence.
-    pub(super) fn late_slice_end(&mut self, track: u64, end: u64) -> Result<()> {
-        self.end_packet(true, track, end)
+    pub(super) fn late_slice_end(&mut self, track: u64, end: u64, at: Placement) -> Result<()> {
+        let state = self.slices.state_now(track, at);
+        self.end_packet(true, track, end, state)
     }
 
-    /// A slice-end packet: in one piece unless definitions are waiting to be written.
+    /// The placement to state with an instant on `track`, `None` when unchanged.
+    pub(super) fn instant_state(&mut self, track: u64, at: Placement) -> Option<Placement> {
+        self.slices.state_now(track, at)
+    }
+
+    /// A slice-end packet: in one piece unless definitions are waiting to be written or it
+    /// states where its thread ran.
     #[inline(always)]
-    fn end_packet(&mut self, late: bool, track: u64, end: u64) -> Result<()> {
+    fn end_packet(
+        &mut self,
+        late: bool,
+        track: u64,
+        end: u64,
+        state: Option<Placement>,
+    ) -> Result<()> {
         self.chunk_sequences()?;
         let seq = if late { &mut self.late } else { &mut self.main };
-        if !seq.started() || seq.interner.has_pending() {
+        if state.is_some() || !seq.started() || seq.interner.has_pending() {
             let e = self.event_open(late, end)?;
+            if let Some(at) = state {
+                encode::placement(self.out.buf(), at);
+            }
             return self.event_close(e, &EventTail::end(track));
         }
         let ts = seq.timestamp_field(end);

@@ -83,10 +83,6 @@ fn thread(tid: u32, name: &str) -> ThreadRef {
     }
 }
 
-fn name_of(tid: u32) -> &'static str {
-    if tid == P { "python3" } else { "pt_worker" }
-}
-
 #[test]
 fn round_trip_of_every_record_kind() {
     let dir = tmp_dir("roundtrip");
@@ -106,29 +102,35 @@ fn round_trip_of_every_record_kind() {
             TimelineRecord::Event(Event::Cuda(c)) => want_cuda.push(CudaCallRecord {
                 ts_ns: c.ts_ns,
                 duration_ns: c.duration_ns,
-                thread: thread(c.task.tid, name_of(c.task.tid)),
+                thread: thread(c.task.tid, &c.task.comm.as_str()),
                 op: c.op,
                 ret: c.ret,
                 args: c.args.clone(),
                 clamped_from_ns: None,
+                cpu: c.task.cpu,
+                cgroup_id: c.task.cgroup_id,
             }),
             TimelineRecord::Event(Event::OffCpu(o)) => want_off.push(OffCpuRecord {
                 ts_ns: o.ts_ns,
                 duration_ns: o.duration_ns,
-                thread: thread(o.task.tid, name_of(o.task.tid)),
+                thread: thread(o.task.tid, &o.task.comm.as_str()),
                 reason: o.reason,
                 prev_state: o.prev_state,
                 next_tid: o.next_tid,
                 next_comm: o.next_comm.as_str().into_owned(),
                 cpu: o.task.cpu,
+                cgroup_id: o.task.cgroup_id,
+                clamped_from_ns: None,
             }),
             TimelineRecord::Event(Event::Process(p)) => want_life.push(LifecycleRecord {
                 ts_ns: p.ts_ns,
-                thread: thread(p.task.tid, name_of(p.task.tid)),
+                thread: thread(p.task.tid, &p.task.comm.as_str()),
                 op: p.op,
                 other_pid: p.other_pid,
                 clone_flags_known: p.clone_flags_known,
                 text: p.text.clone(),
+                cpu: p.task.cpu,
+                cgroup_id: p.task.cgroup_id,
             }),
             TimelineRecord::Annotation(a) => want_ann.push(a.clone()),
         }

@@ -18,6 +18,7 @@
 //! ```
 
 use crate::fast_map::FastMap;
+use crate::model::Comm;
 use crate::proto::{
     CHILD_ORDERING_CHRONOLOGICAL, CounterDescriptor, ProcessDescriptor, ThreadDescriptor,
     TrackDescriptor, counter_unit,
@@ -57,16 +58,35 @@ struct TrackInfo {
     emitted_gen: u64,
 }
 
+/// `TrackInfo::emitted_gen` of a track this file described and that changed since (a rename,
+/// an exec): it is described again before its next event. Generations start at 1.
+const CHANGED: u64 = 0;
+
 /// Slots of the per-thread track cache (direct-mapped by the low bits of the tid).
 const CACHE_SLOTS: usize = 64;
 
-/// The uuids of thread and off-CPU tracks already described in this file, by tid: the hot
-/// path's lookup (an array index instead of hashing the key and formatting the task name for
-/// the hint). Emptied whenever a track may have to be described again or is forgotten.
+/// The uuids of thread and off-CPU tracks already described in this file, by tid, with the
+/// task name they were described under: the hot path's lookup (an array index instead of
+/// hashing the key and formatting the task name for the hint). An event whose task name
+/// differs misses, so a renamed thread is described again. Emptied whenever a track may have
+/// to be described again or is forgotten.
 struct ThreadCache {
-    /// `(tid + 1, uuid)`; 0 marks an empty slot.
-    slots: [[(u64, u64); CACHE_SLOTS]; 2],
+    slots: [[CacheSlot; CACHE_SLOTS]; 2],
 }
+
+#[derive(Clone, Copy)]
+struct CacheSlot {
+    /// `tid + 1`; 0 marks an empty slot.
+    key: u64,
+    uuid: u64,
+    comm: Comm,
+}
+
+const EMPTY_SLOT: CacheSlot = CacheSlot {
+    key: 0,
+    uuid: 0,
+    comm: Comm::EMPTY,
+};
 
 impl ThreadCache {
     fn kind(key: &TrackKey) -> Option<(usize, u32)> {
@@ -78,7 +98,7 @@ impl ThreadCache {
     }
 
     fn clear(&mut self) {
-        self.slots = [[(0, 0); CACHE_SLOTS]; 2];
+        self.slots = [[EMPTY_SLOT; CACHE_SLOTS]; 2];
     }
 }
 
@@ -97,6 +117,9 @@ pub struct Tracks {
     generation: u64,
     /// Read `/proc` for process names and command lines (off in tests with synthetic pids).
     read_proc: bool,
+    /// A track already described in this file was described again (a rename, an exec) since
+    /// [`Tracks::take_redescribed`] last asked.
+    redescribed: bool,
 }
 
 impl Tracks {
@@ -104,11 +127,12 @@ impl Tracks {
         Tracks {
             map: FastMap::default(),
             cache: Box::new(ThreadCache {
-                slots: [[(0, 0); CACHE_SLOTS]; 2],
+                slots: [[EMPTY_SLOT; CACHE_SLOTS]; 2],
             }),
             next_uuid: 1,
             generation: 1,
             read_proc,
+            redescribed: false,
         }
     }
 
@@ -119,11 +143,37 @@ impl Tracks {
     }
 
     /// The uuid of `tid`'s thread or off-CPU track if it is known and described in this file
-    /// (else call [`Tracks::ensure`]).
+    /// under the name `comm` (else call [`Tracks::ensure`], after [`Tracks::rename_thread`]).
     #[inline(always)]
-    pub fn cached(&self, kind: ThreadTrack, tid: u32) -> Option<u64> {
-        let (key, uuid) = self.cache.slots[kind as usize][tid as usize % CACHE_SLOTS];
-        (key == u64::from(tid) + 1).then_some(uuid)
+    pub fn cached(&self, kind: ThreadTrack, tid: u32, comm: &Comm) -> Option<u64> {
+        let s = &self.cache.slots[kind as usize][tid as usize % CACHE_SLOTS];
+        (s.key == u64::from(tid) + 1 && s.comm == *comm).then_some(s.uuid)
+    }
+
+    /// Whether a track was described again since the last call (see `redescribed`).
+    pub fn take_redescribed(&mut self) -> bool {
+        std::mem::take(&mut self.redescribed)
+    }
+
+    /// A thread's events now carry the name `comm`: if its track was described under another,
+    /// the descriptor takes the new name and the thread's tracks are described again (same
+    /// uuids) before their next event, so readers name its later records as the events do.
+    pub fn rename_thread(&mut self, tid: u32, comm: &str) {
+        let Some(info) = self.map.get_mut(&TrackKey::Thread(tid)) else {
+            return;
+        };
+        let Some(t) = info.desc.thread.as_mut() else {
+            return;
+        };
+        if t.thread_name.as_deref() == Some(comm) {
+            return;
+        }
+        t.thread_name = Some(comm.to_owned());
+        info.emitted_gen = CHANGED;
+        if let Some(off) = self.map.get_mut(&TrackKey::OffCpu(tid)) {
+            off.emitted_gen = CHANGED;
+        }
+        self.cache.clear();
     }
 
     /// The uuid of `key`, pushing onto `out` the descriptors (parents first) that this file
@@ -145,7 +195,12 @@ impl Tracks {
         let parent_uuid = parent.map(|p| self.ensure(&p, hint, out));
         let generation = self.generation;
         let info = match self.map.entry(key.clone()) {
-            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Occupied(o) => {
+                let info = o.into_mut();
+                // `CHANGED`: this file described it already, and it changed since.
+                self.redescribed |= info.emitted_gen == CHANGED;
+                info
+            }
             std::collections::hash_map::Entry::Vacant(v) => {
                 let uuid = self.next_uuid;
                 self.next_uuid += 1;
@@ -154,7 +209,7 @@ impl Tracks {
                     uuid,
                     desc,
                     pid,
-                    emitted_gen: 0,
+                    emitted_gen: generation,
                 })
             }
         };
@@ -165,9 +220,28 @@ impl Tracks {
         uuid
     }
 
+    /// Caches a thread or off-CPU track's uuid; its name is noted by [`Tracks::cache_name`]
+    /// (until then a new slot matches no event).
     fn remember(&mut self, key: &TrackKey, uuid: u64) {
         if let Some((kind, tid)) = ThreadCache::kind(key) {
-            self.cache.slots[kind][tid as usize % CACHE_SLOTS] = (u64::from(tid) + 1, uuid);
+            let s = &mut self.cache.slots[kind][tid as usize % CACHE_SLOTS];
+            let key = u64::from(tid) + 1;
+            if (s.key, s.uuid) != (key, uuid) {
+                *s = CacheSlot {
+                    key,
+                    uuid,
+                    comm: Comm::EMPTY,
+                };
+            }
+        }
+    }
+
+    /// Notes the task name (as the event carries it) under which `tid`'s track was just
+    /// ensured, so [`Tracks::cached`] finds it for the events that follow.
+    pub fn cache_name(&mut self, kind: ThreadTrack, tid: u32, comm: &Comm) {
+        let s = &mut self.cache.slots[kind as usize][tid as usize % CACHE_SLOTS];
+        if s.key == u64::from(tid) + 1 {
+            s.comm = *comm;
         }
     }
 
@@ -202,7 +276,7 @@ impl Tracks {
             match key {
                 TrackKey::Process(p) if p == &pid => {
                     info.desc.process = Some(process_descriptor(pid, comm, read_proc));
-                    info.emitted_gen = 0;
+                    info.emitted_gen = CHANGED;
                 }
                 TrackKey::Thread(tid) if info.pid == Some(pid) => {
                     if let Some(t) = info.desc.thread.as_mut() {
@@ -210,7 +284,7 @@ impl Tracks {
                             t.thread_name = Some(comm.to_owned());
                         }
                     }
-                    info.emitted_gen = 0;
+                    info.emitted_gen = CHANGED;
                 }
                 _ => {}
             }
@@ -402,36 +476,98 @@ mod tests {
         assert_eq!(out[2].uuid, Some(off), "same uuid");
     }
 
+    /// [`Tracks::ensure`] then [`Tracks::cache_name`], as the recorder's slow path does.
+    fn ensure_thread(t: &mut Tracks, kind: ThreadTrack, tid: u32, name: &str) -> u64 {
+        let key = match kind {
+            ThreadTrack::Thread => TrackKey::Thread(tid),
+            ThreadTrack::OffCpu => TrackKey::OffCpu(tid),
+        };
+        t.rename_thread(tid, name);
+        let uuid = t.ensure(
+            &key,
+            Hint {
+                pid: 10,
+                comm: name,
+            },
+            &mut Vec::new(),
+        );
+        t.cache_name(kind, tid, &Comm::from_str_lossy(name));
+        uuid
+    }
+
     #[test]
     fn thread_cache_holds_only_tracks_described_in_this_file() {
         let mut t = Tracks::new(false);
-        let mut out = Vec::new();
-        let hint = Hint { pid: 10, comm: "p" };
-        assert_eq!(t.cached(ThreadTrack::Thread, 11), None);
-        let th = t.ensure(&TrackKey::Thread(11), hint, &mut out);
-        let off = t.ensure(&TrackKey::OffCpu(11), hint, &mut out);
-        assert_eq!(t.cached(ThreadTrack::Thread, 11), Some(th));
-        assert_eq!(t.cached(ThreadTrack::OffCpu, 11), Some(off));
+        let p = Comm::from_str_lossy("p");
+        assert_eq!(t.cached(ThreadTrack::Thread, 11, &p), None);
+        let th = ensure_thread(&mut t, ThreadTrack::Thread, 11, "p");
+        let off = ensure_thread(&mut t, ThreadTrack::OffCpu, 11, "p");
+        assert_eq!(t.cached(ThreadTrack::Thread, 11, &p), Some(th));
+        assert_eq!(t.cached(ThreadTrack::OffCpu, 11, &p), Some(off));
         // Same slot, other tid: evicts, and the evicted one comes back through `ensure`.
         let other = 11 + CACHE_SLOTS as u32;
-        t.ensure(&TrackKey::Thread(other), hint, &mut out);
-        assert_eq!(t.cached(ThreadTrack::Thread, 11), None);
-        out.clear();
+        ensure_thread(&mut t, ThreadTrack::Thread, other, "p");
+        assert_eq!(t.cached(ThreadTrack::Thread, 11, &p), None);
+        let mut out = Vec::new();
+        let hint = Hint { pid: 10, comm: "p" };
         assert_eq!(t.ensure(&TrackKey::Thread(11), hint, &mut out), th);
         assert!(out.is_empty());
-        assert_eq!(t.cached(ThreadTrack::Thread, 11), Some(th));
+        t.cache_name(ThreadTrack::Thread, 11, &p);
+        assert_eq!(t.cached(ThreadTrack::Thread, 11, &p), Some(th));
         t.new_file();
-        assert_eq!(t.cached(ThreadTrack::Thread, 11), None, "describe again");
-        t.ensure(&TrackKey::Thread(11), hint, &mut out);
+        assert_eq!(
+            t.cached(ThreadTrack::Thread, 11, &p),
+            None,
+            "describe again"
+        );
+        ensure_thread(&mut t, ThreadTrack::Thread, 11, "p");
         t.refresh_process(10, "q");
         assert_eq!(
-            t.cached(ThreadTrack::Thread, 11),
+            t.cached(ThreadTrack::Thread, 11, &p),
             None,
             "re-described after exec"
         );
-        t.ensure(&TrackKey::Thread(11), hint, &mut out);
+        ensure_thread(&mut t, ThreadTrack::Thread, 11, "p");
         t.forget_thread(11);
-        assert_eq!(t.cached(ThreadTrack::Thread, 11), None, "forgotten");
+        assert_eq!(t.cached(ThreadTrack::Thread, 11, &p), None, "forgotten");
+    }
+
+    #[test]
+    fn a_renamed_thread_is_described_again_under_its_new_name() {
+        let mut t = Tracks::new(false);
+        let th = ensure_thread(&mut t, ThreadTrack::Thread, 11, "python3");
+        let off = ensure_thread(&mut t, ThreadTrack::OffCpu, 11, "python3");
+        let renamed = Comm::from_str_lossy("pt_autograd_0");
+        assert_eq!(
+            t.cached(ThreadTrack::Thread, 11, &renamed),
+            None,
+            "an event under another name misses the cache"
+        );
+        t.rename_thread(11, "pt_autograd_0");
+        let mut out = Vec::new();
+        let hint = Hint {
+            pid: 10,
+            comm: "pt_autograd_0",
+        };
+        assert_eq!(t.ensure(&TrackKey::OffCpu(11), hint, &mut out), off);
+        let names: Vec<_> = out
+            .iter()
+            .map(|d| {
+                (
+                    d.uuid,
+                    d.thread.as_ref().and_then(|t| t.thread_name.clone()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            vec![(Some(th), Some("pt_autograd_0".into())), (Some(off), None)],
+            "the thread and its off-CPU track, same uuids, the thread under its new name"
+        );
+        out.clear();
+        t.rename_thread(11, "pt_autograd_0");
+        t.ensure(&TrackKey::Thread(11), hint, &mut out);
+        assert!(out.is_empty(), "the same name again changes nothing");
     }
 
     #[test]

@@ -70,6 +70,7 @@ pub fn step(pid: u32, ts: u64, value: &str) -> TimelineRecord {
         end_ns: None,
         provenance_uid: 1000,
         provenance_pid: Some(pid),
+        ..Default::default()
     })
 }
 
@@ -81,6 +82,7 @@ pub fn span(pid: u32, start: u64, end: u64, id: &str) -> TimelineRecord {
         end_ns: Some(end),
         provenance_uid: 1000,
         provenance_pid: Some(pid),
+        ..Default::default()
     })
 }
 

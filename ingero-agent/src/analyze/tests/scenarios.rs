@@ -464,6 +464,7 @@ fn group_rows_carry_the_labels_in_force_at_the_start_of_every_interval() {
         end_ns: None,
         provenance_uid: 1000,
         provenance_pid: Some(TRAINER),
+        ..Default::default()
     })];
     // Steps 0, 1, 2 of 100 ms; request r-1 runs in steps 0 and 2, r-2 in step 1.
     for s in 0..3u64 {

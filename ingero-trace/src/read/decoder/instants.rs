@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::args::{find, u64_of};
+use super::slices::Placement;
 use super::track_kind::TrackKind;
 use super::values::Val;
 use crate::model::{
@@ -16,6 +17,7 @@ use crate::vocab::{ArgKey, Instant, LABEL_PREFIX, StatsGroup};
 /// `false` (slot untouched) for an instant of no interest.
 pub(super) fn instant(
     kind: Option<&TrackKind>,
+    at: Placement,
     ts: u64,
     name: &str,
     args: &[(Arc<str>, Val)],
@@ -39,6 +41,8 @@ pub(super) fn instant(
                     .and_then(Val::as_str)
                     .unwrap_or("")
                     .to_owned(),
+                cpu: at.cpu,
+                cgroup_id: at.cgroup_id,
             });
         }
         (Some(TrackKind::Labels(scope)), Some(Instant::Annotation)) => {
@@ -126,5 +130,10 @@ pub(super) fn annotation(
         end_ns: end,
         provenance_uid: u64_of(args, ArgKey::ProvenanceUid).unwrap_or(0) as u32,
         provenance_pid: u64_of(args, ArgKey::ProvenancePid).map(|p| p as u32),
+        provenance_gid: u64_of(args, ArgKey::ProvenanceGid).unwrap_or(0) as u32,
+        received_ns: u64_of(args, ArgKey::ReceivedNs).unwrap_or(0),
+        realtime_ns: u64_of(args, ArgKey::RealtimeNs).unwrap_or(0),
+        end_realtime_ns: u64_of(args, ArgKey::EndRealtimeNs),
+        stamped_by_agent: matches!(find(args, ArgKey::StampedByAgent), Some(Val::B(true))),
     }
 }

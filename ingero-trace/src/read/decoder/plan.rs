@@ -75,6 +75,7 @@ pub(super) struct OffPrep {
     pub(super) next_tid: u32,
     pub(super) cpu: u32,
     pub(super) next_comm: Option<Arc<str>>,
+    pub(super) clamped: Option<u64>,
 }
 
 impl OffPrep {
@@ -85,6 +86,7 @@ impl OffPrep {
             next_tid: a.u(ArgKey::NextTid).unwrap_or(0) as u32,
             cpu: a.u(ArgKey::Cpu).unwrap_or(0) as u32,
             next_comm: a.arc(ArgKey::NextComm),
+            clamped: a.u(ArgKey::ClampedFromNs),
         }
     }
 }

@@ -8,9 +8,10 @@ use super::describe::describe;
 use super::instants::instant;
 use super::plan::{OpenBody, Plan};
 use super::sequence::intern;
+use super::slices::Placement;
 use super::tables::Tables;
 use super::track_kind::TrackKind;
-use super::views::{RawVal, Te, event_name, for_each_arg, resolve_args, track_event};
+use super::views::{RawVal, Te, event_name, for_each_arg, has_args, resolve_args, track_event};
 use crate::model::{CounterSample, ReadRecord};
 use crate::proto::scan::{self, Cur};
 use crate::proto::{
@@ -142,6 +143,7 @@ pub(super) fn packet<'a>(
         event_type::SLICE_BEGIN => begin(t, slots, seq_id, ts, &te)?,
         event_type::SLICE_END => {
             let Tables {
+                seqs,
                 tracks,
                 launches,
                 names,
@@ -150,14 +152,27 @@ pub(super) fn packet<'a>(
             let Some(tr) = tracks.get_mut(te.track) else {
                 return Ok(Step::Nothing);
             };
+            // An end states where the thread ran when that changed (see `Placement`).
+            if has_args(te.raw)? {
+                let seq = seqs.get_or_default(u64::from(seq_id));
+                tr.placement.update(&resolve_args(seq, te.raw)?);
+            }
             return Ok(Step::done(tr.end_top(ts, launches, names, slot)));
         }
         event_type::INSTANT => {
             let seq = t.seqs.get_or_default(u64::from(seq_id));
             let name = event_name(seq, &te);
             let args = resolve_args(seq, te.raw)?;
+            let at = match t.tracks.get_mut(te.track) {
+                Some(tr) => {
+                    tr.placement.update(&args);
+                    tr.placement
+                }
+                None => Placement::default(),
+            };
             return Ok(Step::done(instant(
                 t.kind(te.track),
+                at,
                 ts,
                 &name,
                 &args,

@@ -38,9 +38,31 @@ pub(super) enum What {
     Body,
 }
 
+/// Where a track's thread ran, as the slice ends and instants on the track last said (the
+/// writer states it when it changes, and again after each restart of its sequences).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Placement {
+    pub cpu: u32,
+    pub cgroup_id: u64,
+}
+
+impl Placement {
+    /// Takes what the arguments of an end or instant state.
+    pub fn update(&mut self, args: &[(Arc<str>, Val)]) {
+        if let Some(cpu) = u64_of(args, ArgKey::Cpu) {
+            self.cpu = cpu as u32;
+        }
+        if let Some(cgroup) = u64_of(args, ArgKey::CgroupId) {
+            self.cgroup_id = cgroup;
+        }
+    }
+}
+
 /// A track: what its descriptor says (`None` until described) and its open slices.
 pub(super) struct Track {
     pub kind: Option<TrackKind>,
+    /// Where its thread ran (thread and off-CPU tracks).
+    pub placement: Placement,
     pub open: Vec<Open>,
     /// The bodies of the open [`What::Body`] entries, in stack order.
     pub bodies: Vec<OpenBody>,
@@ -57,6 +79,7 @@ impl Default for Track {
     fn default() -> Self {
         Track {
             kind: None,
+            placement: Placement::default(),
             open: Vec::new(),
             bodies: Vec::new(),
             own: super::empty_record(),
@@ -111,7 +134,8 @@ impl Track {
     ) -> bool {
         match (&self.kind, launches.get(idx as usize)) {
             (Some(TrackKind::Thread(t)), Some(l)) => {
-                put_launch(&mut self.own, ts, end.saturating_sub(ts), t, op, l);
+                let at = self.placement;
+                put_launch(&mut self.own, ts, end.saturating_sub(ts), t, at, op, l);
                 true
             }
             _ => false,
@@ -124,7 +148,14 @@ impl Track {
     pub fn call_own(&mut self, ts: u64, end: u64, p: &CudaPrep) -> bool {
         match &self.kind {
             Some(TrackKind::Thread(t)) => {
-                put_cuda(&mut self.own, ts, end.saturating_sub(ts), t, p);
+                put_cuda(
+                    &mut self.own,
+                    ts,
+                    end.saturating_sub(ts),
+                    t,
+                    self.placement,
+                    p,
+                );
                 true
             }
             _ => false,
@@ -159,6 +190,7 @@ fn end_top(
 ) -> bool {
     let Track {
         kind,
+        placement,
         open,
         bodies,
         own,
@@ -175,7 +207,7 @@ fn end_top(
     match o.what {
         What::Launch { op, idx } => match (kind, launches.get(idx as usize)) {
             (Some(TrackKind::Thread(t)), Some(l)) => {
-                put_launch(slot, o.ts, dur, t, op, l);
+                put_launch(slot, o.ts, dur, t, *placement, op, l);
                 true
             }
             _ => false,
@@ -187,15 +219,15 @@ fn end_top(
             let kind = kind.as_ref();
             let done = match (kind, body) {
                 (Some(TrackKind::Thread(t)), OpenBody::Cuda(p)) => {
-                    put_cuda(slot, o.ts, dur, t, p);
+                    put_cuda(slot, o.ts, dur, t, *placement, p);
                     true
                 }
                 (Some(TrackKind::OffCpu(t)), OpenBody::OffCpu(p)) => {
-                    put_off_cpu(slot, o.ts, dur, t, p);
+                    put_off_cpu(slot, o.ts, dur, t, *placement, p);
                     true
                 }
                 (_, OpenBody::General { name, args }) => {
-                    general(kind, names, o.ts, name, args, end, slot)
+                    general(kind, *placement, names, (o.ts, end), name, args, slot)
                 }
                 _ => false,
             };
@@ -209,11 +241,11 @@ fn end_top(
 #[cold]
 fn general(
     kind: Option<&TrackKind>,
+    at: Placement,
     names: &FastMap<&'static str, EventName>,
-    ts: u64,
+    (ts, end): (u64, u64),
     name: &str,
     args: &[(Arc<str>, Val)],
-    end: u64,
     slot: &mut ReadRecord,
 ) -> bool {
     let duration_ns = end.saturating_sub(ts);
@@ -227,6 +259,7 @@ fn general(
                 ts,
                 duration_ns,
                 t,
+                at,
                 &CudaPrep::new(op, &ListArgs(args)),
             );
         }
@@ -241,6 +274,7 @@ fn general(
                 ts,
                 duration_ns,
                 t,
+                at,
                 &OffPrep::new(reason, &ListArgs(args)),
             );
         }
@@ -286,6 +320,7 @@ fn put_launch(
     ts: u64,
     dur: u64,
     t: &ThreadRef,
+    at: Placement,
     op: CudaOp,
     l: &LaunchConfig,
 ) {
@@ -304,6 +339,8 @@ fn put_launch(
         c.ret = 0;
         c.args = args;
         c.clamped_from_ns = None;
+        c.cpu = at.cpu;
+        c.cgroup_id = at.cgroup_id;
         return;
     }
     *slot = ReadRecord::Cuda(CudaCallRecord {
@@ -314,12 +351,21 @@ fn put_launch(
         ret: 0,
         args,
         clamped_from_ns: None,
+        cpu: at.cpu,
+        cgroup_id: at.cgroup_id,
     });
 }
 
 /// Writes a CUDA call into `slot`, in place when it already holds one.
 #[inline(always)]
-pub(super) fn put_cuda(slot: &mut ReadRecord, ts: u64, dur: u64, t: &ThreadRef, p: &CudaPrep) {
+pub(super) fn put_cuda(
+    slot: &mut ReadRecord,
+    ts: u64,
+    dur: u64,
+    t: &ThreadRef,
+    at: Placement,
+    p: &CudaPrep,
+) {
     if let ReadRecord::Cuda(c) = slot {
         c.ts_ns = ts;
         c.duration_ns = dur;
@@ -328,6 +374,8 @@ pub(super) fn put_cuda(slot: &mut ReadRecord, ts: u64, dur: u64, t: &ThreadRef, 
         c.ret = p.ret;
         c.args = p.args.clone();
         c.clamped_from_ns = p.clamped;
+        c.cpu = at.cpu;
+        c.cgroup_id = at.cgroup_id;
         return;
     }
     *slot = ReadRecord::Cuda(CudaCallRecord {
@@ -338,10 +386,19 @@ pub(super) fn put_cuda(slot: &mut ReadRecord, ts: u64, dur: u64, t: &ThreadRef, 
         ret: p.ret,
         args: p.args.clone(),
         clamped_from_ns: p.clamped,
+        cpu: at.cpu,
+        cgroup_id: at.cgroup_id,
     });
 }
 
-fn put_off_cpu(slot: &mut ReadRecord, ts: u64, dur: u64, t: &ThreadRef, p: &OffPrep) {
+fn put_off_cpu(
+    slot: &mut ReadRecord,
+    ts: u64,
+    dur: u64,
+    t: &ThreadRef,
+    at: Placement,
+    p: &OffPrep,
+) {
     let next_comm = p.next_comm.as_deref().unwrap_or("");
     if let ReadRecord::OffCpu(o) = slot {
         o.ts_ns = ts;
@@ -355,6 +412,8 @@ fn put_off_cpu(slot: &mut ReadRecord, ts: u64, dur: u64, t: &ThreadRef, p: &OffP
             o.next_comm.push_str(next_comm);
         }
         o.cpu = p.cpu;
+        o.cgroup_id = at.cgroup_id;
+        o.clamped_from_ns = p.clamped;
         return;
     }
     *slot = ReadRecord::OffCpu(OffCpuRecord {
@@ -366,5 +425,7 @@ fn put_off_cpu(slot: &mut ReadRecord, ts: u64, dur: u64, t: &ThreadRef, p: &OffP
         next_tid: p.next_tid,
         next_comm: next_comm.to_owned(),
         cpu: p.cpu,
+        cgroup_id: at.cgroup_id,
+        clamped_from_ns: p.clamped,
     });
 }

@@ -165,6 +165,8 @@ fn slot_reuse_rewrites_every_field() {
         ret: 9,
         args: CudaArgs::HostFree { ptr: 1 },
         clamped_from_ns: Some(3),
+        cpu: 5,
+        cgroup_id: 6,
     });
     let ReadRecord::Cuda(c) = &rec else {
         panic!("not a CUDA call");
@@ -178,6 +180,10 @@ fn slot_reuse_rewrites_every_field() {
         args: c.args.clone(),
         clamped: c.clamped_from_ns,
     };
-    slices::put_cuda(&mut slot, c.ts_ns, c.duration_ns, &t, &p);
+    let at = slices::Placement {
+        cpu: c.cpu,
+        cgroup_id: c.cgroup_id,
+    };
+    slices::put_cuda(&mut slot, c.ts_ns, c.duration_ns, &t, at, &p);
     assert_eq!(slot, rec);
 }
