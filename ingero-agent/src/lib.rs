@@ -13,7 +13,6 @@ pub mod cli;
 pub mod decode;
 pub mod discover;
 pub mod live;
-pub mod output;
 pub mod pipeline;
 pub mod probes;
 pub mod recording;

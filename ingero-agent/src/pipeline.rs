@@ -8,10 +8,11 @@ use std::{
     io::{self, Write},
 };
 
+use ingero_trace::json::{Line, write_line};
+
 use crate::{
     decode::{self, DecodeError},
     live::Stats,
-    output::json::write_event,
     recording::Recording,
 };
 
@@ -46,7 +47,7 @@ impl Pipeline {
                 self.stats.record(&event);
                 if let Some(out) = self.json.as_mut() {
                     if self.output_error.is_none() {
-                        if let Err(e) = write_event(&mut **out, &event) {
+                        if let Err(e) = write_line(&mut **out, &Line::of_event(&event)) {
                             self.output_error = Some(e);
                         }
                     }

@@ -9,6 +9,7 @@
 pub mod clock;
 pub mod fast_map;
 pub mod host;
+pub mod json;
 pub mod model;
 pub mod proto;
 pub mod read;

@@ -1,17 +1,19 @@
-//! `query --events`: the raw matching events with their labels, streamed straight to the
-//! output (NDJSON with `--json`, CSV with `--csv`, aligned lines otherwise), for piping.
+//! `query --events`: the matching events of a recording with their labels, streamed straight
+//! to the output (NDJSON with `--json`, CSV with `--csv`, aligned lines otherwise), for
+//! piping. With `--json` each line is the event's `trace --json` line
+//! ([`ingero_trace::json`]) plus the labels in force.
 
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use serde_json::{Map, Value, json};
+use ingero_trace::json::{Labeled, Line};
+use ingero_trace::model::{AnnotationRecord, CudaArgs, ReadRecord};
+use serde_json::{Map, Value};
 
 use super::Analysis;
 use super::fmt;
 use super::labels::ValueId;
 use super::table::csv_cell;
-use ingero_trace::model::CudaArgs;
-use ingero_trace::model::ReadRecord;
 
 /// How `--events` writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,22 +41,97 @@ fn labels_at(an: &Analysis, pid: u32, t: u64, scratch: &mut Vec<ValueId>) -> Map
     m
 }
 
-fn args_json(args: &CudaArgs) -> Value {
-    match args {
-        CudaArgs::Alloc { size, ptr, .. } => json!({"size": size, "ptr": ptr}),
-        CudaArgs::Free { ptr, size, .. } => json!({"ptr": ptr, "size": size}),
-        CudaArgs::Memcpy { count, kind, .. } => json!({"count": count, "kind": kind.label()}),
-        CudaArgs::MemcpyPeer { count, .. } | CudaArgs::Memset { count, .. } => {
-            json!({"count": count})
-        }
-        CudaArgs::Launch { grid, block, .. } => json!({"grid": grid, "block": block}),
-        _ => json!({}),
-    }
+/// One selected record, as the text and CSV forms show it.
+struct Row<'a> {
+    kind: &'static str,
+    ts: u64,
+    dur: u64,
+    pid: u32,
+    tid: u32,
+    thread: &'a str,
+    op: &'static str,
+    ret: i32,
+    detail: String,
+}
+
+/// The row of a record `--events` lists; `None` for the records it does not.
+fn row(rec: &ReadRecord) -> Option<Row<'_>> {
+    Some(match rec {
+        ReadRecord::Cuda(c) => Row {
+            kind: "cuda",
+            ts: c.ts_ns,
+            dur: c.real_duration_ns(),
+            pid: c.thread.pid,
+            tid: c.thread.tid,
+            thread: &c.thread.name,
+            op: c.op.name(),
+            ret: c.ret,
+            detail: cuda_detail(&c.args),
+        },
+        ReadRecord::OffCpu(o) => Row {
+            kind: "off_cpu",
+            ts: o.ts_ns,
+            dur: o.clamped_from_ns.unwrap_or(o.duration_ns),
+            pid: o.thread.pid,
+            tid: o.thread.tid,
+            thread: &o.thread.name,
+            op: "",
+            ret: 0,
+            detail: format!("{}, ran instead: {}", o.reason.name(), o.next_comm),
+        },
+        ReadRecord::Lifecycle(l) => Row {
+            kind: "process",
+            ts: l.ts_ns,
+            dur: 0,
+            pid: l.thread.pid,
+            tid: l.thread.tid,
+            thread: &l.thread.name,
+            op: l.op.text(),
+            ret: 0,
+            detail: format!("{} {}", l.other_pid, l.text),
+        },
+        ReadRecord::Annotation(a) => Row {
+            kind: "annotation",
+            ts: a.ts_ns,
+            dur: a.end_ns.map_or(0, |e| e.saturating_sub(a.ts_ns)),
+            pid: a.scope.map_or(0, |s| s.pid),
+            tid: 0,
+            thread: "",
+            op: "",
+            ret: 0,
+            detail: annotation_detail(a),
+        },
+        _ => return None,
+    })
+}
+
+fn cuda_detail(args: &CudaArgs) -> String {
+    format!("{args:?}")
+}
+
+fn annotation_detail(a: &AnnotationRecord) -> String {
+    let labels: Vec<String> = a.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    labels.join(" ")
+}
+
+/// Whether the selection keeps `rec` (its op, process and labels).
+fn admitted(an: &Analysis, rec: &ReadRecord, scratch: &mut Vec<ValueId>) -> bool {
+    let sel = &an.selection;
+    let (pid, ts) = match rec {
+        ReadRecord::Cuda(c) if sel.admits_op(c.op) => (c.thread.pid, c.ts_ns),
+        // `--op` names CUDA calls: every other kind is left out by it.
+        _ if sel.op_mask != 0 => return false,
+        ReadRecord::OffCpu(o) => (o.thread.pid, o.ts_ns),
+        ReadRecord::Lifecycle(l) => (l.thread.pid, l.ts_ns),
+        ReadRecord::Annotation(a) => (a.scope.map_or(0, |s| s.pid), a.ts_ns),
+        _ => return false,
+    };
+    sel.admits_pid(pid)
+        && (sel.labels.is_empty() || sel.admits_labels(&an.index.labels, pid, ts, scratch))
 }
 
 /// Streams the selected events to `out`; returns how many were written.
 pub fn write(an: &Analysis, format: EventFormat, out: &mut dyn Write) -> Result<u64> {
-    let sel = &an.selection;
     let origin = an.index.clock.start_ns;
     let mut scratch = Vec::new();
     let mut n = 0u64;
@@ -65,88 +142,53 @@ pub fn write(an: &Analysis, format: EventFormat, out: &mut dyn Write) -> Result<
         )
         .context("writing events")?;
     }
-    let mut reader = an.index.reader(sel.range);
+    let mut reader = an.index.reader(an.selection.range);
     for rec in reader.by_ref() {
-        let (kind, ts, dur, thread, op, ret, detail, args) = match rec? {
-            ReadRecord::Cuda(c) => {
-                if !sel.admits_op(c.op) {
-                    continue;
-                }
-                let detail = format!("{:?}", c.args);
-                let args = args_json(&c.args);
-                (
-                    "cuda",
-                    c.ts_ns,
-                    c.duration_ns,
-                    c.thread,
-                    c.op.name().to_owned(),
-                    c.ret,
-                    detail,
-                    args,
-                )
-            }
-            ReadRecord::OffCpu(o) => {
-                if sel.op_mask != 0 {
-                    continue;
-                }
-                let reason = format!("{:?}", o.reason).to_lowercase();
-                let detail = format!("{reason}, ran instead: {}", o.next_comm);
-                let args =
-                    json!({"reason": reason, "next_comm": o.next_comm, "next_tid": o.next_tid});
-                (
-                    "off_cpu",
-                    o.ts_ns,
-                    o.duration_ns,
-                    o.thread,
-                    String::new(),
-                    0,
-                    detail,
-                    args,
-                )
-            }
-            _ => continue,
-        };
-        if !sel.admits_pid(thread.pid)
-            || (!sel.labels.is_empty()
-                && !sel.admits_labels(&an.index.labels, thread.pid, ts, &mut scratch))
-        {
+        let rec = rec?;
+        let Some(row) = row(&rec) else { continue };
+        if !admitted(an, &rec, &mut scratch) {
             continue;
         }
-        let labels = labels_at(an, thread.pid, ts, &mut scratch);
+        let labels = labels_at(an, row.pid, row.ts, &mut scratch);
         n += 1;
         let res = match format {
-            EventFormat::Json => {
-                let v = json!({
-                    "kind": kind, "ts_ns": ts, "duration_ns": dur, "pid": thread.pid,
-                    "tid": thread.tid, "thread": &*thread.name, "op": op, "ret": ret,
-                    "args": args, "labels": labels,
-                });
-                writeln!(out, "{v}")
-            }
+            EventFormat::Json => match Line::of_record(&rec) {
+                Some(line) => {
+                    let labels = Some(&labels);
+                    ingero_trace::json::write_line(out, &Labeled { line, labels })
+                }
+                // Every record with a row has a line.
+                None => Ok(()),
+            },
             EventFormat::Csv => {
                 let l = super::query::label_text(&labels);
                 writeln!(
                     out,
-                    "{kind},{ts},{},{dur},{},{},{},{op},{ret},{},{}",
-                    fmt::offset(ts, origin),
-                    thread.pid,
-                    thread.tid,
-                    csv_cell(&thread.name),
-                    csv_cell(&detail),
+                    "{},{},{},{},{},{},{},{},{},{},{}",
+                    row.kind,
+                    row.ts,
+                    fmt::offset(row.ts, origin),
+                    row.dur,
+                    row.pid,
+                    row.tid,
+                    csv_cell(row.thread),
+                    row.op,
+                    row.ret,
+                    csv_cell(&row.detail),
                     csv_cell(&l)
                 )
             }
             EventFormat::Text => writeln!(
                 out,
                 "{}  {:>9}  {}[{}/{}]  {} {}  {}",
-                fmt::offset(ts, origin),
-                fmt::dur(dur),
-                thread.name,
-                thread.pid,
-                thread.tid,
-                if op.is_empty() { kind } else { op.as_str() },
-                if ret != 0 {
-                    format!("ret={ret}")
+                fmt::offset(row.ts, origin),
+                fmt::dur(row.dur),
+                row.thread,
+                row.pid,
+                row.tid,
+                if row.op.is_empty() { row.kind } else { row.op },
+                if row.ret != 0 {
+                    format!("ret={}", row.ret)
                 } else {
                     String::new()
                 },

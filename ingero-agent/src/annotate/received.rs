@@ -2,7 +2,8 @@
 //! server for the timeline, with its scope, trace-clock times and the
 //! writer's credentials.
 
-use serde_json::{Map, Value, json};
+use ingero_trace::json::Line;
+use serde_json::Value;
 
 use ingero_trace::clock::ClockConverter;
 use ingero_trace::model::{AnnotationRecord, Scope, TimelineRecord};
@@ -94,53 +95,13 @@ pub struct ReceivedAnnotation {
 }
 
 impl ReceivedAnnotation {
-    /// The `--json` form: one object with `"type":"annotation"`, the labels,
-    /// the scope pid (`null` when trace-wide) and start time, the
-    /// trace-clock times (`ts_ns`, or `span_start_ns` and `span_end_ns`)
-    /// with their REALTIME originals, and the provenance.
+    /// The `--json` form: the recording's line for the same annotation
+    /// ([`ingero_trace::json`]): `"type":"annotation"`, the labels, the scope pid (`null`
+    /// when trace-wide) and start time, the trace-clock times (`ts_ns`, or `span_start_ns`
+    /// and `span_end_ns`) with their REALTIME originals, and the provenance.
     pub fn to_json(&self) -> Value {
-        let labels: Map<String, Value> = self
-            .labels
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect();
-        let mut obj = json!({
-            "type": "annotation",
-            "labels": labels,
-            "pid": self.scope.map(|s| s.pid),
-            "received_ns": self.received_ns,
-            "provenance": {
-                "uid": self.provenance.uid,
-                "gid": self.provenance.gid,
-                "pid": self.provenance.pid,
-            },
-        });
-        if let Some(scope) = self.scope {
-            obj["start_time"] = scope.start_time.into();
-        }
-        match self.time {
-            AnnotationTime::Instant {
-                ts_ns,
-                realtime_ns,
-                stamped_by_agent,
-            } => {
-                obj["ts_ns"] = ts_ns.into();
-                obj["ts_realtime_ns"] = realtime_ns.into();
-                obj["ts_source"] = if stamped_by_agent { "agent" } else { "client" }.into();
-            }
-            AnnotationTime::Span {
-                start_ns,
-                end_ns,
-                start_realtime_ns,
-                end_realtime_ns,
-            } => {
-                obj["span_start_ns"] = start_ns.into();
-                obj["span_end_ns"] = end_ns.into();
-                obj["span_start_realtime_ns"] = start_realtime_ns.into();
-                obj["span_end_realtime_ns"] = end_realtime_ns.into();
-            }
-        }
-        obj
+        let record = AnnotationRecord::from(self);
+        serde_json::to_value(Line::Annotation(&record)).unwrap_or(Value::Null)
     }
 }
 
@@ -190,6 +151,7 @@ impl From<&ReceivedAnnotation> for TimelineRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn sample(time: AnnotationTime, scope: Option<Scope>) -> ReceivedAnnotation {
         ReceivedAnnotation {

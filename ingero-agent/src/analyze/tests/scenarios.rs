@@ -152,9 +152,19 @@ fn label_and_time_filters_select_step_42() {
     let n = analyze::events::write(&an, analyze::EventFormat::Json, &mut out).expect("events");
     let text = String::from_utf8_lossy(&out);
     assert_eq!(n as usize, text.lines().count());
-    assert_eq!(n, 52 + 100, "52 calls and 100 off-CPU intervals");
-    let first: Value = serde_json::from_str(text.lines().next().unwrap_or("")).expect("ndjson");
-    assert_eq!(first["labels"]["step"], "42");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("ndjson"))
+        .collect();
+    let count = |ty: &str| lines.iter().filter(|l| l["type"] == ty).count();
+    assert_eq!(
+        (count("cuda"), count("sched"), count("annotation")),
+        (52, 100, 1),
+        "52 calls, 100 off-CPU intervals and the annotation that began step 42"
+    );
+    let first_event = lines.iter().find(|l| l["type"] == "cuda").expect("a call");
+    assert_eq!(first_event["labels"]["step"], "42");
+    assert_eq!(first_event["comm"], "trainer");
 }
 
 #[test]

@@ -1,0 +1,101 @@
+//! The one JSON form of an event: what `ingero trace --json` prints live and what `ingero query
+//! --events --json` prints from a recording, key for key (docs/json-schema.md).
+//!
+//! Every event has the same top-level keys: `type`, `op`, `ts_ns`, `duration_ns`, `pid`,
+//! `tid`, `comm`, `cgroup_id`, `cpu`, `ret` (null where it does not apply) and `args`; an
+//! annotation has its own shape (`type: "annotation"`). Pointers and handles are hex strings,
+//! because 64-bit values do not survive JSON numbers in every reader. A recorded event's line
+//! may add `labels` (the labels in force), after every other key.
+//!
+//! Lines are serialised straight from borrowed views ([`Line`]) of a live [`Event`] or a
+//! recorded [`ReadRecord`] (no intermediate `serde_json::Value`), because the live output sits
+//! on the agent's drain path.
+
+mod annotation;
+mod event;
+
+use std::io::{self, Write};
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::{Map, Value};
+
+use crate::model::{AnnotationRecord, Event, ReadRecord};
+pub use event::EventView;
+
+/// One line: an event or an annotation, with the labels in force when a reader knows them.
+pub enum Line<'a> {
+    Event(EventView<'a>),
+    Annotation(&'a AnnotationRecord),
+}
+
+impl<'a> Line<'a> {
+    /// A live event.
+    pub fn of_event(e: &'a Event) -> Line<'a> {
+        Line::Event(EventView::of_event(e))
+    }
+
+    /// A recorded event or annotation; `None` for the records that are not events (session,
+    /// statistics, counters, label states).
+    pub fn of_record(r: &'a ReadRecord) -> Option<Line<'a>> {
+        match r {
+            ReadRecord::Annotation(a) => Some(Line::Annotation(a)),
+            r => EventView::of_record(r).map(Line::Event),
+        }
+    }
+}
+
+/// A [`Line`] with the labels in force (`query --events`): added as `labels` to an event; an
+/// annotation's line already carries its own labels under that key.
+pub struct Labeled<'a> {
+    pub line: Line<'a>,
+    pub labels: Option<&'a Map<String, Value>>,
+}
+
+impl Serialize for Labeled<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        match &self.line {
+            Line::Event(e) => {
+                e.entries(&mut map)?;
+                if let Some(labels) = self.labels {
+                    map.serialize_entry("labels", labels)?;
+                }
+            }
+            Line::Annotation(a) => annotation::entries(a, &mut map)?,
+        }
+        map.end()
+    }
+}
+
+impl Serialize for Line<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        match self {
+            Line::Event(e) => e.entries(&mut map)?,
+            Line::Annotation(a) => annotation::entries(a, &mut map)?,
+        }
+        map.end()
+    }
+}
+
+/// Writes `line` as one JSON line.
+pub fn write_line(out: &mut dyn Write, line: &impl Serialize) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, line)?;
+    out.write_all(b"\n")
+}
+
+/// A 64-bit value shown as `"0x…"`, formatted without allocating.
+struct Hex(u64);
+
+impl Serialize for Hex {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut buf = [0u8; 18];
+        let mut cursor = io::Cursor::new(&mut buf[..]);
+        let _ = write!(cursor, "{:#x}", self.0);
+        let len = cursor.position() as usize;
+        s.serialize_str(std::str::from_utf8(&buf[..len]).unwrap_or("0x?"))
+    }
+}
+
+#[cfg(test)]
+mod tests;
