@@ -7,8 +7,9 @@
 //! - [`IngestServer::start`] with an [`IngestConfig`] returns the server
 //!   and a receiver of [`ReceivedAnnotation`]s;
 //! - [`IngestServer::counters`] for the live view and `--json`;
-//! - [`IngestServer::shutdown`] on exit;
-//! - [`cli::run`] implements `ingero annotate`.
+//! - [`IngestServer::shutdown`] on exit.
+//!
+//! The client side, `ingero annotate`, is a command: `crate::cli::annotate`.
 //!
 //! One file per job: `listener` (bind, stale/live socket, removal),
 //! `perms` (directory and socket permissions, groups), `conn` (per
@@ -17,7 +18,6 @@
 //! `counters`, `received` (the output type), `server` (accept loop).
 
 mod authz;
-pub mod cli;
 mod config;
 mod conn;
 mod counters;
