@@ -15,7 +15,8 @@
 //! `perms` (directory and socket permissions, groups), `conn` (per
 //! connection loop), `framing` (lines with resync), `process` (one line:
 //! limits, validation, authorisation, hand-off), `ratelimit`, `authz`,
-//! `counters`, `received` (the output type), `server` (accept loop).
+//! `counters`, `received` (the output type), `shared` (the state connections
+//! share), `server` (accept loop).
 
 mod authz;
 mod config;
@@ -28,6 +29,7 @@ mod process;
 mod ratelimit;
 mod received;
 mod server;
+mod shared;
 
 pub use config::IngestConfig;
 pub use counters::IngestCountersSnapshot;
