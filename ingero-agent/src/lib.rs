@@ -2,7 +2,8 @@
 //! lifecycle) with eBPF, and lets the application label the trace with its own meaning.
 //!
 //! Data flows one way: kernel → ring buffers → [`decode`] → [`pipeline`] → outputs, with
-//! annotations from the [`annotate`] socket merged on the [`timeline`].
+//! annotations from the [`annotate`] socket merged on the [`timeline`]; the [`daemon`] runs
+//! that loop for `ingero trace`.
 //!
 //! The crate is a library so that benchmarks, examples and tests drive exactly the code the
 //! `ingero` binary runs. Every module is declared here (not in main.rs).
@@ -10,6 +11,7 @@
 pub mod analyze;
 pub mod annotate;
 pub mod cli;
+pub mod daemon;
 pub mod decode;
 pub mod discover;
 pub mod live;

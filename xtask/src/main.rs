@@ -1,8 +1,10 @@
-//! Project tasks: `cargo xtask build-ebpf`, `cargo xtask test`, `cargo xtask bench`.
+//! Project tasks: `cargo xtask build-ebpf`, `cargo xtask test`, `cargo xtask bench`,
+//! `cargo xtask cycles`.
 //!
 //! Each task is a module; this file only parses the command line.
 
 mod bench;
+mod cycles;
 mod ebpf;
 mod test;
 mod util;
@@ -25,6 +27,8 @@ enum Command {
     Test(test::TestArgs),
     /// Benchmarks (not tests): `probes`, `record`, `analyze`.
     Bench(bench::BenchArgs),
+    /// Import cycles between the source files of the library crates (exits 1 on any).
+    Cycles(cycles::CyclesArgs),
 }
 
 fn main() -> Result<()> {
@@ -32,5 +36,6 @@ fn main() -> Result<()> {
         Command::BuildEbpf(args) => ebpf::build(&args).map(|_| ()),
         Command::Test(args) => test::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Cycles(args) => cycles::run(&args),
     }
 }

@@ -1,23 +1,19 @@
-//! The second pass: streams the selected records once and folds them into bounded state —
-//! per-operation sketches, label groups, per-process accounting, time bins, the slowest calls
-//! with their causes, and error groups. Nothing here grows with the number of events.
+//! What the second pass ([`super::scan`]) folds the selected records into: [`Aggregate`], all
+//! bounded state — per-operation sketches, label groups, per-process accounting, time bins, the
+//! slowest calls with their causes, and error groups. Nothing here grows with the number of
+//! events. Also what a report asks the pass for ([`Needs`]).
 
 use std::collections::BTreeMap;
 
-use anyhow::Result;
 use ingero_ebpf::CudaOp;
 
 use super::activity::Activity;
 use super::groups::{GroupStats, Grouping};
-use super::index::TraceIndex;
 use super::ops::OpStats;
 use super::processes::ProcStats;
-use super::scan::Scan;
-use super::selection::Selection;
 use super::slow_calls::SlowCalls;
 use ingero_trace::fast_map::FastMap;
-use ingero_trace::model::{CudaCallRecord, ReadRecord};
-use ingero_trace::read::{TimeRange, TraceReader};
+use ingero_trace::model::CudaCallRecord;
 
 /// Calls that returned one error code from one operation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -109,49 +105,6 @@ impl Aggregate {
     pub fn op(&self, op: CudaOp) -> Option<&OpStats> {
         self.ops.get(&(op as u16))
     }
-}
-
-/// Streams the recording once under `sel`, grouping by each of `groupings` at the same time.
-pub fn run(
-    ix: &TraceIndex,
-    sel: &Selection,
-    groupings: Vec<Vec<String>>,
-    needs: Needs,
-) -> Result<Aggregate> {
-    let groupings = groupings
-        .into_iter()
-        .map(|keys| Grouping::new(keys, &ix.labels))
-        .collect();
-    let mut scan = Scan::new(ix, sel, groupings, needs);
-    // The range is checked by the scan, on the two kinds of record it reads, rather than by
-    // the reader on every record (the same test: the record's interval overlaps the range).
-    let mut reader = ix.reader(TimeRange::all());
-    match (needs.ops, scan.grouped(), needs.processes) {
-        (false, false, false) => scan_all::<false, false, false>(&mut reader, &mut scan),
-        (false, false, true) => scan_all::<false, false, true>(&mut reader, &mut scan),
-        (false, true, false) => scan_all::<false, true, false>(&mut reader, &mut scan),
-        (false, true, true) => scan_all::<false, true, true>(&mut reader, &mut scan),
-        (true, false, false) => scan_all::<true, false, false>(&mut reader, &mut scan),
-        (true, false, true) => scan_all::<true, false, true>(&mut reader, &mut scan),
-        (true, true, false) => scan_all::<true, true, false>(&mut reader, &mut scan),
-        (true, true, true) => scan_all::<true, true, true>(&mut reader, &mut scan),
-    }?;
-    reader.warn_damage();
-    Ok(scan.finish())
-}
-
-/// The pass itself, compiled once per combination of what is needed.
-fn scan_all<const OPS: bool, const GROUPED: bool, const PROCS: bool>(
-    reader: &mut TraceReader,
-    scan: &mut Scan<'_>,
-) -> Result<()> {
-    // The loop runs inside the reader's (one record slot, reused: nothing allocated per event).
-    reader.for_each_record(|rec| match rec {
-        ReadRecord::Cuda(c) => scan.cuda::<OPS, GROUPED, PROCS>(c),
-        ReadRecord::OffCpu(o) => scan.off_cpu(o),
-        _ => {}
-    })?;
-    Ok(())
 }
 
 /// Counts a failed call into its error group.

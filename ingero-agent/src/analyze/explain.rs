@@ -156,17 +156,17 @@ impl RequestRanking {
             "duration",
         ]);
         for (i, r) in self.requests.iter().enumerate() {
-            let s = &r.stats;
+            let (s, c) = (&r.stats, &r.stats.totals);
             t.push(vec![
                 (i + 1).to_string(),
                 r.request_id.clone(),
                 format!("{:.0}%", r.share_of_api_time * 100.0),
-                fmt::dur(s.api_time_ns),
-                s.cuda_calls.to_string(),
-                fmt::dur(s.sync_time_ns),
-                fmt::dur(s.memcpy_time_ns),
-                s.launches.to_string(),
-                fmt::dur(s.off_cpu_ns),
+                fmt::dur(c.api_time_ns),
+                c.cuda_calls.to_string(),
+                fmt::dur(c.sync_time_ns),
+                fmt::dur(c.memcpy_time_ns),
+                c.launches.to_string(),
+                fmt::dur(c.off_cpu_ns),
                 fmt::offset(s.start_ns, origin),
                 fmt::dur(s.duration_ns),
             ]);
@@ -184,7 +184,7 @@ impl RequestRanking {
         } else {
             out.push_str(&self.table(origin).text());
             if let Some(top) = self.requests.first() {
-                let s = &top.stats;
+                let s = &top.stats.totals;
                 let _ = writeln!(
                     out,
                     "\n{} holds {} of the GPU API time ({}), {} of it in synchronisation wait.",

@@ -84,7 +84,11 @@ pub struct Slowest {
 }
 
 /// What a group of events added up to.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// Serialised, it is the counters of a query row (`query::GroupRow` flattens it, so their
+/// order here is the output's); the rest is the aggregation's own (interned names, the raw
+/// slowest call, first and last times), which the row shows resolved or not at all.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct GroupStats {
     pub cuda_calls: u64,
     pub api_time_ns: u64,
@@ -98,9 +102,13 @@ pub struct GroupStats {
     pub preempted_ns: u64,
     pub blocked_ns: u64,
     /// Preempting task names (interned by the aggregator) and the time they took.
+    #[serde(skip)]
     pub preempters: Vec<(u32, u64)>,
+    #[serde(skip)]
     pub first_ns: u64,
+    #[serde(skip)]
     pub last_ns: u64,
+    #[serde(skip)]
     pub slowest: Option<Slowest>,
 }
 

@@ -16,9 +16,9 @@
 //! chunks (the chunks are skipped unopened, so this pass costs almost nothing); with those
 //! the selection is resolved (`--since` counts back from the end of the recording, wall
 //! times map through the clock snapshot). The second
-//! ([`aggregate`]) streams the selected events once into bounded state: per-operation sketches,
-//! label groups, per-process accounting, fixed time bins and the slowest calls with their
-//! causes. Memory grows with groups, processes and annotations, never with events.
+//! ([`scan`]) streams the selected events once into bounded state ([`aggregate`]): per-operation
+//! sketches, label groups, per-process accounting, fixed time bins and the slowest calls with
+//! their causes. Memory grows with groups, processes and annotations, never with events.
 //!
 //! Findings live one rule per file under [`findings`], thresholds as named constants.
 
@@ -105,7 +105,7 @@ impl Analysis {
 
 /// `ingero query`.
 pub fn query(an: &Analysis, mode: &QueryMode) -> Result<QueryReport> {
-    let agg = aggregate::run(
+    let agg = scan::run(
         &an.index,
         &an.selection,
         query::groupings_for(mode),
@@ -116,7 +116,7 @@ pub fn query(an: &Analysis, mode: &QueryMode) -> Result<QueryReport> {
 
 /// `ingero explain`; `by` is `--by KEY` for the slow-group rule.
 pub fn explain(an: &Analysis, by: Option<&str>) -> Result<ExplainReport> {
-    let agg = aggregate::run(
+    let agg = scan::run(
         &an.index,
         &an.selection,
         explain::groupings(an, by, false),
@@ -133,7 +133,7 @@ pub fn rank_requests(an: &Analysis) -> Result<RequestRanking> {
         total: true,
         processes: false,
     };
-    let agg = aggregate::run(
+    let agg = scan::run(
         &an.index,
         &an.selection,
         explain::groupings(an, None, true),

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::Analysis;
 use super::aggregate::{Aggregate, Names, Needs};
 use super::fmt;
-use super::groups::{GroupStats, Grouping, MemcpyBytes};
+use super::groups::{GroupStats, Grouping};
 use super::intervals;
 use super::json::Json;
 use super::labels::ValueId;
@@ -66,17 +66,10 @@ pub struct GroupRow {
     pub end_ns: u64,
     /// Wall time during which the values held.
     pub duration_ns: u64,
-    pub cuda_calls: u64,
-    pub api_time_ns: u64,
-    pub sync_time_ns: u64,
-    pub memcpy_time_ns: u64,
-    pub memcpy_bytes: MemcpyBytes,
-    pub launches: u64,
-    pub launch_time_ns: u64,
-    pub errors: u64,
-    pub off_cpu_ns: u64,
-    pub preempted_ns: u64,
-    pub blocked_ns: u64,
+    /// The group's counters, written in place (`cuda_calls` … `blocked_ns`). Its preempters
+    /// and slowest call are the raw forms of `preempted_by` and `slowest_op`.
+    #[serde(flatten)]
+    pub totals: GroupStats,
     /// Who ran instead while the group's threads were preempted, most first.
     pub preempted_by: Vec<Preempter>,
     pub slowest_op: Option<SlowestOp>,
@@ -238,17 +231,7 @@ fn group_row(
         start_ns: held.first().map_or(s.first_ns, |h| h.0),
         end_ns: held.last().map_or(s.last_ns, |h| h.1),
         duration_ns: intervals::total(held),
-        cuda_calls: s.cuda_calls,
-        api_time_ns: s.api_time_ns,
-        sync_time_ns: s.sync_time_ns,
-        memcpy_time_ns: s.memcpy_time_ns,
-        memcpy_bytes: s.memcpy_bytes,
-        launches: s.launches,
-        launch_time_ns: s.launch_time_ns,
-        errors: s.errors,
-        off_cpu_ns: s.off_cpu_ns,
-        preempted_ns: s.preempted_ns,
-        blocked_ns: s.blocked_ns,
+        totals: s.clone(),
         preempted_by: Vec::new(),
         slowest_op: s.slowest.map(|x| SlowestOp {
             op: x.op.name().to_owned(),
@@ -288,7 +271,7 @@ pub fn request_report(an: &Analysis, agg: &Aggregate) -> RequestReport {
                 share_of_api_time: if total == 0 {
                     0.0
                 } else {
-                    (stats.api_time_ns as f64 / total as f64 * 1e4).round() / 1e4
+                    (stats.totals.api_time_ns as f64 / total as f64 * 1e4).round() / 1e4
                 },
                 stats,
             }
@@ -296,8 +279,9 @@ pub fn request_report(an: &Analysis, agg: &Aggregate) -> RequestReport {
         .collect();
     requests.sort_by(|a, b| {
         b.stats
+            .totals
             .api_time_ns
-            .cmp(&a.stats.api_time_ns)
+            .cmp(&a.stats.totals.api_time_ns)
             .then(a.stats.start_ns.cmp(&b.stats.start_ns))
             .then_with(|| a.request_id.cmp(&b.request_id))
     });
@@ -325,14 +309,14 @@ fn group_cells(r: &GroupRow, origin: u64) -> Vec<String> {
     vec![
         fmt::offset(r.start_ns, origin),
         fmt::dur(r.duration_ns),
-        r.cuda_calls.to_string(),
-        fmt::dur(r.api_time_ns),
-        fmt::dur(r.sync_time_ns),
-        fmt::bytes(r.memcpy_bytes.h2d),
-        fmt::bytes(r.memcpy_bytes.d2h),
-        r.launches.to_string(),
-        fmt::dur(r.preempted_ns),
-        fmt::dur(r.blocked_ns),
+        r.totals.cuda_calls.to_string(),
+        fmt::dur(r.totals.api_time_ns),
+        fmt::dur(r.totals.sync_time_ns),
+        fmt::bytes(r.totals.memcpy_bytes.h2d),
+        fmt::bytes(r.totals.memcpy_bytes.d2h),
+        r.totals.launches.to_string(),
+        fmt::dur(r.totals.preempted_ns),
+        fmt::dur(r.totals.blocked_ns),
         r.slowest_op.as_ref().map_or_else(
             || "-".to_owned(),
             |s| format!("{} {}", s.op, fmt::dur(s.duration_ns)),

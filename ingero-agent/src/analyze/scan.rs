@@ -1,9 +1,11 @@
-//! [`Scan`]: the state of the second pass while it runs, and what it does per record.
+//! The second pass: [`run`] streams the selected records once into an [`Aggregate`];
+//! [`Scan`] is its state while it runs, and what it does per record.
 //!
 //! The reader calls the scan once per record from inside its decode loop, so the common case
 //! (a call that passes the selection) is kept small enough to inline there: the per-operation
 //! sketch and the label routes inline, per-process accounting and everything rarer out of line.
 
+use anyhow::Result;
 use ingero_ebpf::CudaOp;
 use ingero_ebpf::cuda_ops::MAX_OP;
 
@@ -20,7 +22,51 @@ use super::routes::{Routes, Sinks};
 use super::selection::Selection;
 use super::slow_calls::{OffCpuRings, SlowCalls};
 use ingero_trace::model::CudaArgs;
-use ingero_trace::model::{CudaCallRecord, OffCpuRecord};
+use ingero_trace::model::{CudaCallRecord, OffCpuRecord, ReadRecord};
+use ingero_trace::read::{TimeRange, TraceReader};
+
+/// Streams the recording once under `sel`, grouping by each of `groupings` at the same time.
+pub fn run(
+    ix: &TraceIndex,
+    sel: &Selection,
+    groupings: Vec<Vec<String>>,
+    needs: Needs,
+) -> Result<Aggregate> {
+    let groupings = groupings
+        .into_iter()
+        .map(|keys| Grouping::new(keys, &ix.labels))
+        .collect();
+    let mut scan = Scan::new(ix, sel, groupings, needs);
+    // The range is checked by the scan, on the two kinds of record it reads, rather than by
+    // the reader on every record (the same test: the record's interval overlaps the range).
+    let mut reader = ix.reader(TimeRange::all());
+    match (needs.ops, scan.grouped(), needs.processes) {
+        (false, false, false) => scan_all::<false, false, false>(&mut reader, &mut scan),
+        (false, false, true) => scan_all::<false, false, true>(&mut reader, &mut scan),
+        (false, true, false) => scan_all::<false, true, false>(&mut reader, &mut scan),
+        (false, true, true) => scan_all::<false, true, true>(&mut reader, &mut scan),
+        (true, false, false) => scan_all::<true, false, false>(&mut reader, &mut scan),
+        (true, false, true) => scan_all::<true, false, true>(&mut reader, &mut scan),
+        (true, true, false) => scan_all::<true, true, false>(&mut reader, &mut scan),
+        (true, true, true) => scan_all::<true, true, true>(&mut reader, &mut scan),
+    }?;
+    reader.warn_damage();
+    Ok(scan.finish())
+}
+
+/// The pass itself, compiled once per combination of what is needed.
+fn scan_all<const OPS: bool, const GROUPED: bool, const PROCS: bool>(
+    reader: &mut TraceReader,
+    scan: &mut Scan<'_>,
+) -> Result<()> {
+    // The loop runs inside the reader's (one record slot, reused: nothing allocated per event).
+    reader.for_each_record(|rec| match rec {
+        ReadRecord::Cuda(c) => scan.cuda::<OPS, GROUPED, PROCS>(c),
+        ReadRecord::OffCpu(o) => scan.off_cpu(o),
+        _ => {}
+    })?;
+    Ok(())
+}
 
 /// The second pass in progress.
 pub struct Scan<'a> {

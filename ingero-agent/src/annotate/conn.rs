@@ -11,7 +11,7 @@ use tokio::net::UnixStream;
 use super::framing::{Frame, LineFramer};
 use super::process::LineProcessor;
 use super::received::Peer;
-use super::server::Shared;
+use super::shared::Shared;
 
 /// Bytes read per read call. Many lines fit; an idle connection's task
 /// holds this buffer, so it is kept modest.

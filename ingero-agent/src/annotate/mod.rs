@@ -7,17 +7,18 @@
 //! - [`IngestServer::start`] with an [`IngestConfig`] returns the server
 //!   and a receiver of [`ReceivedAnnotation`]s;
 //! - [`IngestServer::counters`] for the live view and `--json`;
-//! - [`IngestServer::shutdown`] on exit;
-//! - [`cli::run`] implements `ingero annotate`.
+//! - [`IngestServer::shutdown`] on exit.
+//!
+//! The client side, `ingero annotate`, is a command: `crate::cli::annotate`.
 //!
 //! One file per job: `listener` (bind, stale/live socket, removal),
 //! `perms` (directory and socket permissions, groups), `conn` (per
 //! connection loop), `framing` (lines with resync), `process` (one line:
 //! limits, validation, authorisation, hand-off), `ratelimit`, `authz`,
-//! `counters`, `received` (the output type), `server` (accept loop).
+//! `counters`, `received` (the output type), `shared` (the state connections
+//! share), `server` (accept loop).
 
 mod authz;
-pub mod cli;
 mod config;
 mod conn;
 mod counters;
@@ -28,6 +29,7 @@ mod process;
 mod ratelimit;
 mod received;
 mod server;
+mod shared;
 
 pub use config::IngestConfig;
 pub use counters::IngestCountersSnapshot;

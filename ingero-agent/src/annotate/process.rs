@@ -13,7 +13,7 @@ use tokio::sync::mpsc::error::TrySendError;
 use super::authz::PidAuthorizer;
 use super::ratelimit::TokenBucket;
 use super::received::{AnnotationTime, Peer, ReceivedAnnotation};
-use super::server::Shared;
+use super::shared::Shared;
 use ingero_trace::clock::{monotonic_now_ns, realtime_now_ns};
 
 /// The fate of one line.

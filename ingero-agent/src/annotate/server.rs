@@ -1,6 +1,6 @@
 //! The ingest server: binds the socket, accepts connections within the
-//! limits, and owns the shared state (counters, global rate limit, clock,
-//! queue to the timeline).
+//! limits, and owns the state they share ([`Shared`]: counters, global rate
+//! limit, clock, queue to the timeline).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,45 +13,16 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use super::config::IngestConfig;
 use super::conn::serve;
-use super::counters::{IngestCounters, IngestCountersSnapshot};
+use super::counters::IngestCountersSnapshot;
 use super::listener::{SocketIdentity, bind_socket, remove_if_ours};
 use super::perms::{resolve_group, sudo_hint};
-use super::ratelimit::GlobalLimiter;
 use super::received::{Peer, ReceivedAnnotation};
-use ingero_trace::clock::ClockConverter;
+use super::shared::Shared;
 
 /// First pause after a failed accept (EMFILE, ENFILE, ENOMEM...).
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 /// Longest pause between accept attempts.
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
-
-/// State shared by the accept loop and every connection.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) counters: IngestCounters,
-    pub(crate) global: GlobalLimiter,
-    pub(crate) clock: ClockConverter,
-    pub(crate) tx: mpsc::Sender<ReceivedAnnotation>,
-    pub(crate) rate_per_conn: u32,
-    pub(crate) burst: u32,
-    pub(crate) idle_timeout: Duration,
-}
-
-impl Shared {
-    pub(crate) fn new(cfg: &IngestConfig) -> (Arc<Shared>, mpsc::Receiver<ReceivedAnnotation>) {
-        let (tx, rx) = mpsc::channel(cfg.queue_capacity.max(1));
-        let shared = Shared {
-            counters: IngestCounters::default(),
-            global: GlobalLimiter::new(cfg.global_rate),
-            clock: ClockConverter::default(),
-            tx,
-            rate_per_conn: cfg.rate_per_conn,
-            burst: cfg.burst,
-            idle_timeout: cfg.idle_timeout,
-        };
-        (Arc::new(shared), rx)
-    }
-}
 
 /// A running annotation socket server.
 #[derive(Debug)]

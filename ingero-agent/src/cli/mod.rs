@@ -1,5 +1,6 @@
 //! The command line: clap definitions and one module per command.
 
+mod annotate;
 mod explain;
 mod query;
 mod trace;
@@ -27,7 +28,7 @@ enum Command {
     Trace(trace::TraceArgs),
     /// Send annotations to a running agent (labels as flags, or NDJSON lines) and report
     /// which were accepted.
-    Annotate(crate::annotate::cli::AnnotateArgs),
+    Annotate(annotate::AnnotateArgs),
     /// Slice a recording: latency per operation, rows per label group (--group-by), per
     /// request (--by-request), or the raw events (--events). No root needed.
     Query(query::QueryArgs),
@@ -42,7 +43,7 @@ pub fn run() -> Result<ExitCode> {
         Command::Query(args) => query::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Annotate(args) => {
-            let code = crate::annotate::cli::run(args)?;
+            let code = annotate::run(args)?;
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
         }
     }

@@ -38,42 +38,46 @@ struct Part {
 const PARTS: [Part; 7] = [
     Part {
         name: "synchronisation wait",
-        value: |r| r.sync_time_ns,
+        value: |r| r.totals.sync_time_ns,
         api: true,
     },
     Part {
         name: "memcpy",
-        value: |r| r.memcpy_time_ns,
+        value: |r| r.totals.memcpy_time_ns,
         api: true,
     },
     Part {
         name: "kernel launches",
-        value: |r| r.launch_time_ns,
+        value: |r| r.totals.launch_time_ns,
         api: true,
     },
     Part {
         name: "other CUDA calls",
         value: |r| {
-            r.api_time_ns
-                .saturating_sub(r.sync_time_ns + r.memcpy_time_ns + r.launch_time_ns)
+            r.totals.api_time_ns.saturating_sub(
+                r.totals.sync_time_ns + r.totals.memcpy_time_ns + r.totals.launch_time_ns,
+            )
         },
         api: true,
     },
     Part {
         name: "off-CPU preempted",
-        value: |r| r.preempted_ns,
+        value: |r| r.totals.preempted_ns,
         api: false,
     },
     Part {
         name: "off-CPU blocked",
-        value: |r| r.blocked_ns,
+        value: |r| r.totals.blocked_ns,
         api: false,
     },
     Part {
         // Wall time neither in CUDA calls nor off the CPU (zero when several threads' calls
         // add up to more than the wall time).
         name: "CPU time outside CUDA calls",
-        value: |r| r.duration_ns.saturating_sub(r.api_time_ns + r.off_cpu_ns),
+        value: |r| {
+            r.duration_ns
+                .saturating_sub(r.totals.api_time_ns + r.totals.off_cpu_ns)
+        },
         api: false,
     },
 ];
@@ -116,7 +120,7 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
         }
         let key = &g.keys[0];
         let med_dur = median(rows.iter().map(|r| r.duration_ns).collect());
-        let med_api = median(rows.iter().map(|r| r.api_time_ns).collect());
+        let med_api = median(rows.iter().map(|r| r.totals.api_time_ns).collect());
         let med_parts: Vec<u64> = PARTS
             .iter()
             .map(|p| median(rows.iter().map(|r| (p.value)(r)).collect()))
@@ -126,7 +130,7 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
             .iter()
             .map(|r| {
                 let rd = ratio_of(r.duration_ns, med_dur);
-                let ra = ratio_of(r.api_time_ns, med_api);
+                let ra = ratio_of(r.totals.api_time_ns, med_api);
                 (rd.max(ra), rd, ra, r)
             })
             .filter(|(ratio, ..)| *ratio >= SLOW_GROUP_RATIO)
@@ -142,7 +146,7 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
                     .then(|| (v.saturating_sub(m) as f64 * SLOW_GROUP_PART_SHARE).max(1.0))
             };
             let dur_bar = share_of(rd, r.duration_ns, med_dur);
-            let api_bar = share_of(ra, r.api_time_ns, med_api);
+            let api_bar = share_of(ra, r.totals.api_time_ns, med_api);
             let mut extra: Vec<(&'static str, u64)> = PARTS
                 .iter()
                 .zip(&med_parts)
@@ -185,10 +189,10 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
                 r.duration_ns,
                 format!(
                     "{name}: {} calls, API {}, sync {}, off-CPU {} (median {key}: {} long, API {})",
-                    r.cuda_calls,
-                    fmt::dur(r.api_time_ns),
-                    fmt::dur(r.sync_time_ns),
-                    fmt::dur(r.off_cpu_ns),
+                    r.totals.cuda_calls,
+                    fmt::dur(r.totals.api_time_ns),
+                    fmt::dur(r.totals.sync_time_ns),
+                    fmt::dur(r.totals.off_cpu_ns),
                     fmt::dur(med_dur),
                     fmt::dur(med_api)
                 ),
@@ -212,7 +216,7 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
                     "{name} is {} the median {key} (took {}, API {}): {made_of}",
                     fmt::ratio(ratio),
                     fmt::dur(r.duration_ns),
-                    fmt::dur(r.api_time_ns)
+                    fmt::dur(r.totals.api_time_ns)
                 ),
                 evidence,
                 root_cause,

@@ -1,0 +1,110 @@
+//! Which CUDA runtimes are probed: the libraries found at start (or named with `--cuda-lib`),
+//! each attached once (by device and inode), and the periodic rescan for runtimes that
+//! processes load later.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::discover::{self, LibraryFile, libraries::Search};
+use crate::probes::Probes;
+
+/// Libraries attached so far, by (device, inode), and processes already tracked.
+#[derive(Default)]
+pub(super) struct Attached {
+    inodes: BTreeSet<(u64, u64)>,
+    pids: BTreeSet<u32>,
+    /// `path: symbols` per attached library, for the recording's session metadata.
+    libraries: Vec<String>,
+}
+
+impl Attached {
+    pub(super) fn probe_names(&self) -> Vec<String> {
+        let mut names = self.libraries.clone();
+        names.push("tracepoints: sched_switch, sched_process_exec, sched_process_exit, sched_process_fork, task_newtask".into());
+        names
+    }
+}
+
+/// Attaches the libraries not attached yet; with `track_mappers`, also traces the processes
+/// that map them. Returns how many libraries were new.
+pub(super) fn attach_new(
+    probes: &mut Probes,
+    attached: &mut Attached,
+    libraries: Vec<LibraryFile>,
+    track_mappers: bool,
+) -> Result<usize> {
+    let mut new = 0;
+    for library in libraries {
+        if track_mappers {
+            let fresh: Vec<u32> = library
+                .mapped_by
+                .iter()
+                .copied()
+                .filter(|p| attached.pids.insert(*p))
+                .collect();
+            if let Err(e) = probes.track(&fresh) {
+                tracing::warn!("could not track processes {fresh:?}: {e:#}");
+            }
+        }
+        if !attached.inodes.insert((library.dev, library.ino)) {
+            continue;
+        }
+        let report = probes.attach_library(&library)?;
+        new += 1;
+        attached.libraries.push(format!(
+            "{}: {}",
+            library.path.display(),
+            report.attached.join(", ")
+        ));
+        let mut line = format!(
+            "ingero: {}: probing {} symbols",
+            library.path.display(),
+            report.attached.len()
+        );
+        if !report.missing.is_empty() {
+            line.push_str(&format!(
+                "; not exported here: {}",
+                report.missing.join(", ")
+            ));
+        }
+        eprintln!("{line}");
+    }
+    Ok(new)
+}
+
+/// The libraries to attach at start: `cuda_libs` when given, else the runtimes that `pids`
+/// (or every process) map and the install places hold.
+pub(super) fn discover_libraries(
+    pids: &Option<Vec<u32>>,
+    cuda_libs: &[PathBuf],
+) -> Result<Vec<LibraryFile>> {
+    if cuda_libs.is_empty() {
+        discover::find_cuda_runtimes(&Search::new(pids.clone()))
+    } else {
+        cuda_libs
+            .iter()
+            .map(|p| discover::libraries::library_at(p))
+            .collect()
+    }
+}
+
+/// Looks for runtimes that running processes loaded since the last look, and attaches them.
+/// Failures are logged: tracing goes on with what is attached.
+pub(super) fn rescan(
+    probes: &mut Probes,
+    attached: &mut Attached,
+    pids: &Option<Vec<u32>>,
+    track_mappers: bool,
+) {
+    let search = Search {
+        install_places: false,
+        ..Search::new(pids.clone())
+    };
+    if let Ok(found) = discover::find_cuda_runtimes(&search) {
+        if let Err(e) = attach_new(probes, attached, found, track_mappers) {
+            tracing::warn!("attaching a newly loaded CUDA runtime failed: {e:#}");
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! The loop of a session: drain a ring buffer when it becomes readable (and both on a short
+//! tick, for records that did not wake the reactor), pass annotations on, and once a second
+//! flush, report and rescan; until the duration ends, a signal arrives or output fails.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use aya::maps::{MapData, RingBuf};
+
+use super::annotations::{handle_annotation, recv};
+use super::attach::rescan;
+use super::report::{drops, render, stats_json};
+use super::setup::Daemon;
+use super::signals::Signals;
+use crate::pipeline::Pipeline;
+use crate::probes::DRAIN_INTERVAL;
+
+/// With `--json`, a `"type":"stats"` line is written every this many seconds (and at the end).
+const JSON_STATS_EVERY_TICKS: u64 = 10;
+
+/// How often the process list is rescanned for newly loaded CUDA runtimes.
+const RESCAN_EVERY: Duration = Duration::from_secs(2);
+
+/// Runs until the duration ends, a signal arrives or writing the output fails. An error
+/// waiting on a ring buffer ends it (and the session) at once.
+pub(super) async fn run(d: &mut Daemon, signals: &mut Signals) -> Result<()> {
+    let deadline = d.duration.map(|t| tokio::time::Instant::now() + t);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut drain_tick = tokio::time::interval(DRAIN_INTERVAL);
+    let mut last_rescan = Instant::now();
+    let mut stats_ticks: u64 = 0;
+
+    loop {
+        tokio::select! {
+            guard = d.cuda.readable_mut() => {
+                let mut guard = guard.context("waiting on the CUDA ring buffer")?;
+                drain(guard.get_inner_mut(), &mut d.pipeline);
+                guard.clear_ready();
+            }
+            guard = d.sched.readable_mut() => {
+                let mut guard = guard.context("waiting on the scheduler ring buffer")?;
+                drain(guard.get_inner_mut(), &mut d.pipeline);
+                guard.clear_ready();
+            }
+            Some(annotation) = recv(&mut d.annotations) => {
+                handle_annotation(&mut d.pipeline, &annotation);
+            }
+            _ = drain_tick.tick() => {
+                drain(d.cuda.get_mut(), &mut d.pipeline);
+                drain(d.sched.get_mut(), &mut d.pipeline);
+                if let Some(recording) = d.pipeline.recording.as_mut() {
+                    recording.release();
+                }
+            }
+            _ = tick.tick() => {
+                stats_ticks += 1;
+                if !each_second(d, stats_ticks, &mut last_rescan) {
+                    break;
+                }
+            }
+            _ = sleep_until(deadline) => break,
+            _ = signals.recv() => break,
+        }
+    }
+    Ok(())
+}
+
+/// Takes every record the ring holds through the pipeline; returns how many.
+pub(super) fn drain(ring: &mut RingBuf<MapData>, pipeline: &mut Pipeline) -> usize {
+    let mut n = 0;
+    while let Some(item) = ring.next() {
+        pipeline.handle_record(&item);
+        n += 1;
+    }
+    n
+}
+
+/// The work of each second: stats line, flush, recording tick, live table, rescan. Returns
+/// false when writing the output failed, which ends tracing.
+fn each_second(d: &mut Daemon, stats_ticks: u64, last_rescan: &mut Instant) -> bool {
+    if d.json && stats_ticks.is_multiple_of(JSON_STATS_EVERY_TICKS) {
+        let line = stats_json(&d.pipeline, &d.probes, d.ingest.as_ref(), false);
+        d.pipeline.write_json_line(&line);
+    }
+    d.pipeline.flush();
+    let lost: u64 = drops(&d.pipeline, &d.probes, d.ingest.as_ref())
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
+    if let Some(recording) = d.pipeline.recording.as_mut() {
+        recording.tick(lost);
+    }
+    if d.live_table {
+        let text = render(&d.pipeline, &d.probes, d.ingest.as_ref());
+        print!("\x1b[H\x1b[2J{text}");
+        let _ = std::io::stdout().flush();
+    }
+    if d.rescan && last_rescan.elapsed() >= RESCAN_EVERY {
+        *last_rescan = Instant::now();
+        let track_mappers = d.pids.is_none();
+        rescan(&mut d.probes, &mut d.attached, &d.pids, track_mappers);
+    }
+    d.pipeline.output_error.is_none()
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}

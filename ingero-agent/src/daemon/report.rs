@@ -1,0 +1,128 @@
+//! What a session reports about itself: every loss counter, the `"type":"stats"` line of
+//! `--json`, the live table (also the final summary), and the statistics written at the end
+//! of a recording.
+
+use ingero_trace::model::FinalStats;
+
+use crate::annotate::IngestServer;
+use crate::live::table::{self, Footer};
+use crate::pipeline::Pipeline;
+use crate::probes::Probes;
+
+/// The statistics written at the end of a recording.
+pub(super) fn final_stats(
+    pipeline: &Pipeline,
+    probes: &Probes,
+    ingest: Option<&IngestServer>,
+) -> FinalStats {
+    let stats = &pipeline.stats;
+    let cuda: u64 = stats.ops.values().map(|s| s.count).sum();
+    let off_cpu = stats.preempted.count + stats.blocked.count;
+    let process: u64 = stats.lifecycle.values().sum();
+    let own = |pairs: Vec<(&'static str, u64)>| {
+        pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    };
+    FinalStats {
+        events: own(vec![
+            ("cuda", cuda),
+            ("off_cpu", off_cpu),
+            ("process", process),
+            ("annotation", stats.annotations),
+        ]),
+        drops: own(drops(pipeline, probes, ingest)),
+        rejected: ingest
+            .map(|s| {
+                s.counters()
+                    .rejected
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        recorder: Vec::new(),
+    }
+}
+
+/// Every loss counter: the kernel's, the decoder's, and annotation ingest's.
+pub(super) fn drops(
+    pipeline: &Pipeline,
+    probes: &Probes,
+    ingest: Option<&IngestServer>,
+) -> Vec<(&'static str, u64)> {
+    let mut drops = probes.counters().read();
+    drops.extend(pipeline.decode_errors.iter().map(|(k, v)| (*k, *v)));
+    if let Some(server) = ingest {
+        drops.push(("annotations_dropped", server.counters().dropped));
+    }
+    drops
+}
+
+/// The `"type":"stats"` line of `--json` output (documented in docs/json-schema.md).
+pub(super) fn stats_json(
+    pipeline: &Pipeline,
+    probes: &Probes,
+    ingest: Option<&IngestServer>,
+    last: bool,
+) -> serde_json::Value {
+    let stats = &pipeline.stats;
+    let ops: serde_json::Map<String, serde_json::Value> = stats
+        .ops
+        .iter()
+        .map(|(op, s)| {
+            (
+                op.name().to_string(),
+                serde_json::json!({
+                    "count": s.count, "errors": s.errors,
+                    "p50_ns": s.quantile(0.5), "p95_ns": s.quantile(0.95), "p99_ns": s.quantile(0.99),
+                    "max_ns": s.max_ns, "total_ns": s.total_ns,
+                }),
+            )
+        })
+        .collect();
+    let drops: serde_json::Map<String, serde_json::Value> = drops(pipeline, probes, ingest)
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.into()))
+        .collect();
+    serde_json::json!({
+        "type": "stats",
+        "final": last,
+        "events": stats.events,
+        "ops": ops,
+        "off_cpu": {
+            "preempted": {"count": stats.preempted.count, "total_ns": stats.preempted.total_ns, "max_ns": stats.preempted.max_ns},
+            "blocked": {"count": stats.blocked.count, "total_ns": stats.blocked.total_ns, "max_ns": stats.blocked.max_ns},
+        },
+        "processes": stats.lifecycle,
+        "drops": drops,
+        "annotations": ingest.map(|s| serde_json::to_value(s.counters()).unwrap_or_default()),
+    })
+}
+
+/// The live table with its footer (losses, annotation counts).
+pub(super) fn render(
+    pipeline: &Pipeline,
+    probes: &Probes,
+    ingest: Option<&IngestServer>,
+) -> String {
+    let drops = drops(pipeline, probes, ingest);
+    let mut extra = Vec::new();
+    if let Some(server) = ingest {
+        let c = server.counters();
+        let mut line = format!(
+            "annotations: {} accepted, {} rejected, {} connections open",
+            c.ingested, c.rejected_total, c.connections_open
+        );
+        if !c.rejected.is_empty() {
+            let reasons: Vec<String> = c.rejected.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            line.push_str(&format!(" (rejected: {})", reasons.join(", ")));
+        }
+        extra.push(line);
+    }
+    table::render(
+        &pipeline.stats,
+        &Footer {
+            drops: &drops,
+            extra: &extra,
+        },
+    )
+}

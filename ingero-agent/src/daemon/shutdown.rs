@@ -1,0 +1,77 @@
+//! The end of a session, in the order that loses nothing: stop the probes, drain both rings
+//! and the annotation queue to empty, write the final stats, close the socket and the
+//! recording, print the summary, and exit while a child releases the uprobes.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use super::annotations::handle_annotation;
+use super::drain::drain;
+use super::report::{final_stats, render, stats_json};
+use super::setup::Daemon;
+use super::signals::Signals;
+
+/// Shuts the session down; does not return once the probes are handed to the releasing child.
+pub(super) async fn finish(daemon: Daemon, signals: Signals) -> Result<ExitCode> {
+    // A second signal during shutdown ends the process at once.
+    signals.exit_on_next();
+    let Daemon {
+        mut probes,
+        mut pipeline,
+        mut cuda,
+        mut sched,
+        ingest,
+        mut annotations,
+        json,
+        live_table,
+        ..
+    } = daemon;
+
+    if let Err(e) = probes.stop() {
+        eprintln!("ingero: stopping the probes failed: {e:#}");
+    }
+    drain(cuda.get_mut(), &mut pipeline);
+    drain(sched.get_mut(), &mut pipeline);
+    if let Some(rx) = annotations.as_mut() {
+        while let Ok(annotation) = rx.try_recv() {
+            handle_annotation(&mut pipeline, &annotation);
+        }
+    }
+    let summary = render(&pipeline, &probes, ingest.as_ref());
+    if json {
+        let line = stats_json(&pipeline, &probes, ingest.as_ref(), true);
+        pipeline.write_json_line(&line);
+    }
+    let final_stats = final_stats(&pipeline, &probes, ingest.as_ref());
+    if let Some(server) = ingest {
+        server.shutdown().await;
+    }
+    pipeline.flush();
+    if let Some(recording) = pipeline.recording.take() {
+        match recording.finish(final_stats) {
+            Ok(files) => {
+                for file in files {
+                    eprintln!("ingero: recorded {}", file.display());
+                }
+            }
+            Err(e) => eprintln!("ingero: finishing the recording failed: {e:#}"),
+        }
+    }
+    if let Some(err) = &pipeline.output_error {
+        if err.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("ingero: writing output failed: {err}");
+        }
+    }
+    if json {
+        eprint!("{summary}");
+    } else {
+        if live_table {
+            print!("\x1b[H\x1b[2J");
+        }
+        print!("{summary}");
+    }
+    let _ = std::io::stdout().flush();
+    probes.release_in_background()
+}
