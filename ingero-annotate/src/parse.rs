@@ -514,3 +514,6 @@ mod scan_tests;
 #[cfg(test)]
 #[path = "parse_proptests.rs"]
 mod proptests;
+#[cfg(test)]
+#[path = "parse_strategies.rs"]
+mod strategies;

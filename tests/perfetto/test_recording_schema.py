@@ -1,7 +1,7 @@
 """Validates a synthetic ingero recording against Perfetto's official schema (PyPI `perfetto`).
 
 The trace is produced by the real Recorder through
-`cargo run -p ingero-agent --example synth-trace -- OUT --events N`.
+`cargo run -p ingero-trace --example synth-trace -- OUT --events N`.
 """
 
 import subprocess
@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 def trace_path():
     out = Path(tempfile.mkdtemp()) / "synth.pftrace"
     subprocess.run(
-        ["cargo", "run", "--quiet", "-p", "ingero-agent", "--example", "synth-trace", "--", str(out), "--events", "2000"],
+        ["cargo", "run", "--quiet", "-p", "ingero-trace", "--example", "synth-trace", "--", str(out), "--events", "2000"],
         cwd=REPO,
         check=True,
     )
@@ -124,7 +124,7 @@ def restarting_packets():
     (`--restart-bytes 1`; the default is every 4 MiB)."""
     out = Path(tempfile.mkdtemp()) / "restarting.pftrace"
     subprocess.run(
-        ["cargo", "run", "--quiet", "-p", "ingero-agent", "--example", "synth-trace", "--",
+        ["cargo", "run", "--quiet", "-p", "ingero-trace", "--example", "synth-trace", "--",
          str(out), "--events", "30000", "--restart-bytes", "1"],
         cwd=REPO,
         check=True,

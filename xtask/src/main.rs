@@ -6,6 +6,7 @@
 mod bench;
 mod cycles;
 mod ebpf;
+mod file_size;
 mod test;
 mod util;
 

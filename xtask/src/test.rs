@@ -1,7 +1,8 @@
 //! `cargo xtask test`: everything CI checks, in the order that fails fastest.
 //!
 //! 1. prerequisites (scripts/install-prerequisites.sh installs what is missing),
-//! 2. `cargo fmt --check` and `cargo clippy -D warnings`,
+//! 2. `cargo fmt --check`, `cargo clippy -D warnings`, no import cycles between source files
+//!    (`cargo xtask cycles`) and no source file over 800 lines,
 //! 3. the eBPF freshness check (rebuild from source, compare with the committed object),
 //! 4. unit tests,
 //! 5. kernel tests as root against the real libcudart from the PyPI wheel,
@@ -13,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use crate::{
-    ebpf,
+    cycles, ebpf, file_size,
     util::{is_root, run as run_cmd, workspace_root},
 };
 
@@ -90,6 +91,12 @@ pub fn run(args: &TestArgs) -> Result<()> {
         "-D",
         "warnings",
     ]))?;
+    cycles::run(&cycles::CyclesArgs {
+        krate: None,
+        edges: false,
+    })
+    .context("import cycles between source files: see `cargo xtask cycles`")?;
+    file_size::check()?;
 
     let built = ebpf::build(&ebpf::BuildArgs { check: true })?;
     let object_override = (!built.matches_committed).then(|| built.object.clone());

@@ -39,10 +39,10 @@ pub struct Names {
 
 impl Names {
     pub fn intern(&mut self, s: &str) -> u32 {
-        if let Some(id) = self.last
-            && self.get(id) == s
-        {
-            return id;
+        if let Some(id) = self.last {
+            if self.get(id) == s {
+                return id;
+            }
         }
         let id = match self.ids.get(s) {
             Some(id) => *id,

@@ -169,10 +169,10 @@ impl GroupStats {
         self.launches += run.launches;
         self.launch_time_ns += run.launch_time_ns;
         self.errors += run.errors;
-        if let Some(s) = run.slowest
-            && self.slowest.is_none_or(|m| s.duration_ns > m.duration_ns)
-        {
-            self.slowest = Some(s);
+        if let Some(s) = run.slowest {
+            if self.slowest.is_none_or(|m| s.duration_ns > m.duration_ns) {
+                self.slowest = Some(s);
+            }
         }
     }
 

@@ -18,10 +18,10 @@ impl PidSlots {
     /// called so the caller can grow its per-slot state.
     #[inline]
     pub fn slot(&mut self, pid: u32, new: impl FnOnce()) -> usize {
-        if let Some((p, s)) = self.last
-            && p == pid
-        {
-            return s;
+        if let Some((p, s)) = self.last {
+            if p == pid {
+                return s;
+            }
         }
         self.slot_slow(pid, new)
     }

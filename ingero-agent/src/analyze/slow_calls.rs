@@ -121,10 +121,10 @@ impl Default for SlowCalls {
 impl SlowCalls {
     #[inline]
     pub fn offer(&mut self, c: &CudaCallRecord, rings: &OffCpuRings) {
-        if let Some(Some(min)) = self.floor.get(c.op as usize)
-            && *min >= c.duration_ns
-        {
-            return;
+        if let Some(Some(min)) = self.floor.get(c.op as usize) {
+            if *min >= c.duration_ns {
+                return;
+            }
         }
         self.offer_slow(c, rings);
     }

@@ -22,9 +22,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::thread::JoinHandle;
 
+use super::error::InflateError;
 use super::expand::compressed;
 use super::framing::ChunkedPackets;
-use super::inflate::{InflateError, Inflater};
+use super::inflate::Inflater;
 
 /// Containers inflated and not yet taken, at most (each about 256 KiB inflated).
 pub const AHEAD: usize = 2;

@@ -4,7 +4,6 @@
 use std::io;
 use std::path::PathBuf;
 
-use super::inflate::InflateError;
 use crate::proto::scan::Malformed;
 
 /// Why a recording could not be read further.
@@ -68,4 +67,15 @@ pub enum LossReason {
     Nested { at: usize },
     #[error("inner packet at byte {at} of the inflated container: decoding a packet: {source}")]
     InnerPacket { at: usize, source: Malformed },
+}
+
+/// Why a chunk could not be inflated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InflateError {
+    /// Not a valid zlib stream (bad header, data or checksum).
+    #[error("compressed_packets: not a valid zlib stream")]
+    Corrupt,
+    /// Inflates to more than `limit` bytes (the reader's bound on a packet).
+    #[error("compressed_packets: inflates to more than {limit} bytes")]
+    TooLarge { limit: usize },
 }

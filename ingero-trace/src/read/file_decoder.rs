@@ -13,8 +13,9 @@
 
 use super::ahead::InflateAhead;
 use super::decoder::{ClocksSeen, Decoder, Paths, Step};
+use super::error::InflateError;
 use super::error::{LossReason, PacketError};
-use super::inflate::{InflateError, Inflater};
+use super::inflate::Inflater;
 use crate::model::ReadRecord;
 use crate::proto::varint;
 use crate::proto::{FRAME, wire_type};

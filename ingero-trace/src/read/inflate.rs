@@ -7,21 +7,11 @@
 
 use libdeflater::{DecompressionError, Decompressor};
 
+use super::error::InflateError;
 use super::framing::MAX_PACKET;
 
 /// First output buffer size: the writer's chunks inflate to ~256 KiB.
 const INITIAL: usize = 1 << 20;
-
-/// Why a chunk could not be inflated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum InflateError {
-    /// Not a valid zlib stream (bad header, data or checksum).
-    #[error("compressed_packets: not a valid zlib stream")]
-    Corrupt,
-    /// Inflates to more than [`MAX_PACKET`] bytes.
-    #[error("compressed_packets: inflates to more than {MAX_PACKET} bytes")]
-    TooLarge,
-}
 
 pub struct Inflater {
     d: Decompressor,
@@ -49,7 +39,7 @@ impl Inflater {
                 Err(DecompressionError::BadData) => return Err(InflateError::Corrupt),
                 Err(DecompressionError::InsufficientSpace) => {
                     if self.buf.len() >= MAX_PACKET {
-                        return Err(InflateError::TooLarge);
+                        return Err(InflateError::TooLarge { limit: MAX_PACKET });
                     }
                     let next = (self.buf.len() * 2).min(MAX_PACKET);
                     self.buf.resize(next, 0);

@@ -8,7 +8,7 @@ use libdeflater::{CompressionLvl, Compressor};
 use prost::Message;
 
 use super::ahead::InflateAhead;
-use super::inflate::InflateError;
+use super::error::InflateError;
 use super::{
     Damage, ExpandedPackets, FileDecoder, LossReason, PacketReader, Paths, TimeRange, TraceReader,
     empty_record,

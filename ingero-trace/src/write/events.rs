@@ -309,7 +309,7 @@ impl Recorder {
         match p.op {
             ProcessOp::Exit => {
                 let at = if late { self.main.last_ts() } else { p.ts_ns };
-                self.end_scope(p.task.pid, at)?;
+                self.with_labels(|l, r| l.end_scope(r, p.task.pid, at))?;
                 self.tracks.forget_process(p.task.pid);
                 self.device_memory.remove(&p.task.pid);
             }

@@ -1,8 +1,9 @@
 //! Encoding of annotations.
 //!
 //! - Every annotation is an instant named `annotation` on its scope's `labels` track, with
-//!   each label as `labels.<key>`, its provenance (`provenance.uid`, `provenance.pid`) and its
-//!   scope's start time: the exact record, for the reader.
+//!   each label as `labels.<key>`, its provenance (`provenance.uid`, `provenance.pid`,
+//!   `provenance.gid`), when the agent received it, its realtime stamps and its scope's start
+//!   time: the exact record, for the reader.
 //! - An instant also moves label state: per (scope, key) a track whose slices `key=value`
 //!   last until the value changes, is cleared (`""`), or the process exits.
 //! - A span is a slice `[start, end]` named `k=v, …` on a lane of its scope's spans: lane `n`
@@ -10,16 +11,39 @@
 //!
 //! A label change that arrives late (after later records were written) takes effect at the
 //! current stream time on the state track; its `annotation` instant still has its own time.
+//!
+//! [`LabelState`] writes through a [`LabelSink`] (what it needs of the writer), which the
+//! recorder implements: this module does not depend on the recorder.
 
 use std::collections::HashMap;
 
 use super::error::Result;
-use super::recorder::Recorder;
 use super::tracks::{Hint, TrackKey};
 use crate::model::AnnotationRecord;
 use crate::proto::{DebugAnnotation, TrackEvent};
 use crate::vocab;
 use crate::vocab::{ArgKey, Category, EventName, Instant};
+
+/// What writing labels needs of the writer: tracks, and track events on the plain sequence.
+pub(super) trait LabelSink {
+    /// The uuid of a track, describing it first if the file has not yet.
+    fn track(&mut self, key: &TrackKey, hint: Hint<'_>) -> Result<u64>;
+    /// The iid of a label's debug-annotation key on the plain sequence (`None`: write it
+    /// inline).
+    fn label_key(&mut self, key: &str) -> Option<u64>;
+    /// The iid of a fixed event name on the plain sequence.
+    fn event_name(&mut self, name: EventName) -> u64;
+    /// An instant at `ts`.
+    fn instant(&mut self, track: u64, ts: u64, te: TrackEvent) -> Result<()>;
+    /// A slice `[ts, end]`, both ends written now.
+    fn slice(&mut self, track: u64, ts: u64, end: u64, te: TrackEvent) -> Result<()>;
+    /// A slice begun at `ts` and left open.
+    fn begin_open(&mut self, track: u64, ts: u64, te: TrackEvent) -> Result<()>;
+    /// Ends the open slice of `track` at `ts`.
+    fn end_open(&mut self, track: u64, ts: u64) -> Result<()>;
+    /// The stream's time: where a late label change takes effect.
+    fn stream_time(&self) -> u64;
+}
 
 struct OpenState {
     value: String,
@@ -69,12 +93,24 @@ fn provenance(uid: u32, pid: Option<u32>, out: &mut Vec<DebugAnnotation>) {
     }
 }
 
-impl Recorder {
-    fn label_args(&mut self, a: &AnnotationRecord) -> Vec<DebugAnnotation> {
+/// A label's state set (or cleared, with an empty value) in a scope.
+struct StateChange<'a> {
+    scope: Option<u32>,
+    key: &'a str,
+    value: &'a str,
+    ts: u64,
+    uid: u32,
+    pid: Option<u32>,
+    /// Re-opened at the start of a rotated file.
+    continued: bool,
+}
+
+impl LabelState {
+    fn label_args(sink: &mut impl LabelSink, a: &AnnotationRecord) -> Vec<DebugAnnotation> {
         let mut args = Vec::with_capacity(a.labels.len() + 8);
         for (k, v) in &a.labels {
             let key = format!("{}{k}", vocab::LABEL_PREFIX);
-            let (name_iid, name) = match self.plain.interner.debug_name(&key) {
+            let (name_iid, name) = match sink.label_key(&key) {
                 Some(iid) => (Some(iid), None),
                 None => (None, Some(key)),
             };
@@ -105,25 +141,27 @@ impl Recorder {
             });
         }
         if let Some(s) = a.scope {
-            args.push(DebugAnnotation {
-                name_iid: Some(ArgKey::ScopeStartTime.iid()),
-                uint_value: Some(s.start_time),
-                ..Default::default()
-            });
+            args.push(uint(ArgKey::ScopeStartTime, s.start_time));
         }
         args
     }
 
-    pub(super) fn write_annotation(&mut self, a: &AnnotationRecord, late: bool) -> Result<()> {
+    /// Writes an annotation (see the module docs); `late`: it arrived after later records.
+    pub(super) fn write_annotation(
+        &mut self,
+        sink: &mut impl LabelSink,
+        a: &AnnotationRecord,
+        late: bool,
+    ) -> Result<()> {
         let scope = a.scope.map(|s| s.pid);
         let hint = Hint {
             pid: scope.unwrap_or(0),
             comm: "",
         };
-        let args = self.label_args(a);
+        let args = Self::label_args(sink, a);
         if let Some(end) = a.end_ns {
-            let lane = self.labels.lane(scope, a.ts_ns, end);
-            let track = self.track(&TrackKey::SpanLane(scope, lane), hint)?;
+            let lane = self.lane(scope, a.ts_ns, end);
+            let track = sink.track(&TrackKey::SpanLane(scope, lane), hint)?;
             let name = a
                 .labels
                 .iter()
@@ -136,58 +174,53 @@ impl Recorder {
                 debug_annotations: args,
                 ..Default::default()
             };
-            return self.plain_slice(track, a.ts_ns, end, te);
+            return sink.slice(track, a.ts_ns, end, te);
         }
-        let track = self.track(&TrackKey::Labels(scope), hint)?;
+        let track = sink.track(&TrackKey::Labels(scope), hint)?;
         let te = TrackEvent {
-            name_iid: Some(
-                self.plain
-                    .interner
-                    .name(EventName::Instant(Instant::Annotation)),
-            ),
+            name_iid: Some(sink.event_name(EventName::Instant(Instant::Annotation))),
             category_iids: vec![Category::Annotation.iid()],
             debug_annotations: args,
             ..Default::default()
         };
-        self.instant(track, a.ts_ns, te)?;
-        let at = if late { self.main.last_ts() } else { a.ts_ns };
-        for (k, v) in &a.labels {
-            self.set_state(scope, k, v, at, a.provenance_uid, a.provenance_pid, false)?;
+        sink.instant(track, a.ts_ns, te)?;
+        let ts = if late { sink.stream_time() } else { a.ts_ns };
+        for (key, value) in &a.labels {
+            let change = StateChange {
+                scope,
+                key,
+                value,
+                ts,
+                uid: a.provenance_uid,
+                pid: a.provenance_pid,
+                continued: false,
+            };
+            self.set_state(sink, &change)?;
         }
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn set_state(
-        &mut self,
-        scope: Option<u32>,
-        key: &str,
-        value: &str,
-        ts: u64,
-        uid: u32,
-        pid: Option<u32>,
-        continued: bool,
-    ) -> Result<()> {
-        let map_key = (scope, key.to_owned());
-        if let Some(open) = self.labels.states.get(&map_key) {
-            if open.value == value {
+    fn set_state(&mut self, sink: &mut impl LabelSink, c: &StateChange<'_>) -> Result<()> {
+        let map_key = (c.scope, c.key.to_owned());
+        if let Some(open) = self.states.get(&map_key) {
+            if open.value == c.value {
                 return Ok(());
             }
             let track = open.track;
-            self.labels.states.remove(&map_key);
-            self.end_open(track, ts)?;
+            self.states.remove(&map_key);
+            sink.end_open(track, c.ts)?;
         }
-        if value.is_empty() {
+        if c.value.is_empty() {
             return Ok(());
         }
         let hint = Hint {
-            pid: scope.unwrap_or(0),
+            pid: c.scope.unwrap_or(0),
             comm: "",
         };
-        let track = self.track(&TrackKey::State(scope, key.to_owned()), hint)?;
+        let track = sink.track(&TrackKey::State(c.scope, c.key.to_owned()), hint)?;
         let mut args = Vec::with_capacity(3);
-        provenance(uid, pid, &mut args);
-        if continued {
+        provenance(c.uid, c.pid, &mut args);
+        if c.continued {
             args.push(DebugAnnotation {
                 name_iid: Some(ArgKey::Continued.iid()),
                 bool_value: Some(true),
@@ -195,59 +228,73 @@ impl Recorder {
             });
         }
         let te = TrackEvent {
-            name: Some(vocab::state_name(key, value)),
+            name: Some(vocab::state_name(c.key, c.value)),
             category_iids: vec![Category::Annotation.iid()],
             debug_annotations: args,
             ..Default::default()
         };
-        self.begin_open(track, ts, te)?;
-        self.labels.states.insert(
+        sink.begin_open(track, c.ts, te)?;
+        self.states.insert(
             map_key,
             OpenState {
-                value: value.to_owned(),
+                value: c.value.to_owned(),
                 track,
-                uid,
-                pid,
+                uid: c.uid,
+                pid: c.pid,
             },
         );
         Ok(())
     }
 
     /// The process exited: its label states end at `ts` and its lanes are forgotten.
-    pub(super) fn end_scope(&mut self, pid: u32, ts: u64) -> Result<()> {
+    pub(super) fn end_scope(&mut self, sink: &mut impl LabelSink, pid: u32, ts: u64) -> Result<()> {
         let keys: Vec<_> = self
-            .labels
             .states
             .keys()
             .filter(|(s, _)| *s == Some(pid))
             .cloned()
             .collect();
         for k in keys {
-            if let Some(open) = self.labels.states.remove(&k) {
-                self.end_open(open.track, ts)?;
+            if let Some(open) = self.states.remove(&k) {
+                sink.end_open(open.track, ts)?;
             }
         }
-        self.labels.lanes.remove(&Some(pid));
+        self.lanes.remove(&Some(pid));
         Ok(())
     }
 
     /// Ends every open state at `ts`; with `carry` they are re-opened by `reopen_states`.
-    pub(super) fn close_states(&mut self, ts: u64, carry: bool) -> Result<()> {
-        let mut all: Vec<_> = self.labels.states.drain().collect();
+    pub(super) fn close_states(
+        &mut self,
+        sink: &mut impl LabelSink,
+        ts: u64,
+        carry: bool,
+    ) -> Result<()> {
+        let mut all: Vec<_> = self.states.drain().collect();
         // Deterministic output order.
         all.sort_by(|a, b| a.0.cmp(&b.0));
         for (_, open) in &all {
-            self.end_open(open.track, ts)?;
+            sink.end_open(open.track, ts)?;
         }
         if carry {
-            self.labels.carried = all;
+            self.carried = all;
         }
         Ok(())
     }
 
-    pub(super) fn reopen_states(&mut self, ts: u64) -> Result<()> {
-        for ((scope, key), open) in std::mem::take(&mut self.labels.carried) {
-            self.set_state(scope, &key, &open.value, ts, open.uid, open.pid, true)?;
+    /// Re-opens, at `ts` in a new file, the states the last one ended.
+    pub(super) fn reopen_states(&mut self, sink: &mut impl LabelSink, ts: u64) -> Result<()> {
+        for ((scope, key), open) in std::mem::take(&mut self.carried) {
+            let change = StateChange {
+                scope,
+                key: &key,
+                value: &open.value,
+                ts,
+                uid: open.uid,
+                pid: open.pid,
+                continued: true,
+            };
+            self.set_state(sink, &change)?;
         }
         Ok(())
     }

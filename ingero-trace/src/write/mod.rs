@@ -58,6 +58,7 @@ mod events;
 mod files;
 mod interner;
 mod labels;
+mod plain;
 mod recorder;
 mod sequence;
 mod slices;

@@ -28,7 +28,7 @@ use super::config::{CLOCK_SNAPSHOT_INTERVAL_NS, RESTART_INTERVAL_NS, RecorderCon
 use super::encode::{self, EventTail, Head, MachineIdField};
 use super::error::Result;
 use super::files::{self, Naming, Owner, TraceFile};
-use super::labels::LabelState;
+use super::labels::{LabelSink, LabelState};
 use super::sequence::{LATE_SEQUENCE, MAIN_SEQUENCE, PLAIN_SEQUENCE, Sequence};
 use super::slices::{Begun, DueEnd, OpenSlices, Placement};
 use super::tracks::{Hint, TrackKey, Tracks};
@@ -208,7 +208,9 @@ impl Recorder {
         self.counters.records += 1;
         match rec {
             TimelineRecord::Event(e) => self.write_event(e, late)?,
-            TimelineRecord::Annotation(a) => self.write_annotation(a, late)?,
+            TimelineRecord::Annotation(a) => {
+                self.with_labels(|l, r| l.write_annotation(r, a, late))?
+            }
         }
         if self.out.size() >= self.cfg.max_file_size {
             self.rotate()?;
@@ -282,7 +284,7 @@ impl Recorder {
         self.open_next_file()?;
         let ts = self.stream_end();
         self.start_main(ts)?;
-        self.reopen_states(ts)
+        self.with_labels(|l, r| l.reopen_states(r, ts))
     }
 
     /// Writes every pending slice end and ends open label states (kept for re-opening when
@@ -293,7 +295,7 @@ impl Recorder {
         }
         self.slices.clear();
         let ts = self.stream_end();
-        self.close_states(ts, keep_states)
+        self.with_labels(|l, r| l.close_states(r, ts, keep_states))
     }
 
     /// Writes the last chunk and its clock snapshot, and closes the file.
@@ -603,21 +605,6 @@ impl Recorder {
 
     // ---- slices --------------------------------------------------------------------------
 
-    /// A slice `[ts, end]` on `track` from a struct-built event, both ends written at once on
-    /// the plain sequence (spans: their lane keeps them from overlapping).
-    pub(super) fn plain_slice(
-        &mut self,
-        track: u64,
-        ts: u64,
-        end: u64,
-        mut te: TrackEvent,
-    ) -> Result<()> {
-        te.r#type = Some(event_type::SLICE_BEGIN);
-        te.track_uuid = Some(track);
-        self.emit_event(ts, te)?;
-        self.end_open(track, end.max(ts))
-    }
-
     /// Queues the end of `[ts, end]` on `track` (main sequence), counting a clamped slice.
     #[inline(always)]
     pub(super) fn open_slice(&mut self, track: u64, ts: u64, end: u64, at: Placement) -> Begun {
@@ -670,32 +657,6 @@ impl Recorder {
         let flags = SEQ_NEEDS_INCREMENTAL_STATE;
         encode::slice_end(buf, ts, seq.id(), track, flags, &self.mid);
         self.out.packet_done(start)
-    }
-
-    /// An open-ended slice (label state) on the plain sequence: begun now, ended by
-    /// [`Recorder::end_open`].
-    pub(super) fn begin_open(&mut self, track: u64, ts: u64, mut te: TrackEvent) -> Result<()> {
-        te.r#type = Some(event_type::SLICE_BEGIN);
-        te.track_uuid = Some(track);
-        self.emit_event(ts, te)
-    }
-
-    pub(super) fn end_open(&mut self, track: u64, ts: u64) -> Result<()> {
-        self.emit_event(
-            ts,
-            TrackEvent {
-                r#type: Some(event_type::SLICE_END),
-                track_uuid: Some(track),
-                ..Default::default()
-            },
-        )
-    }
-
-    /// An instant on the plain sequence.
-    pub(super) fn instant(&mut self, track: u64, ts: u64, mut te: TrackEvent) -> Result<()> {
-        te.r#type = Some(event_type::INSTANT);
-        te.track_uuid = Some(track);
-        self.emit_event(ts, te)
     }
 
     /// A counter sample on the plain sequence (events/s, drops).

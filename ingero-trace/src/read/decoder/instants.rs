@@ -4,8 +4,7 @@
 use std::sync::Arc;
 
 use super::args::{find, u64_of};
-use super::slices::Placement;
-use super::track_kind::TrackKind;
+use super::track_kind::{Placement, TrackKind};
 use super::values::Val;
 use crate::model::{
     AnnotationRecord, FinalStats, LifecycleRecord, ProcessOp, ReadRecord, Scope, SessionInfo,

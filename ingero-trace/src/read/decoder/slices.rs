@@ -15,7 +15,7 @@ use super::args::{ListArgs, find, u64_of};
 use super::instants::annotation;
 use super::memo::Key;
 use super::plan::{CudaPrep, OffPrep, OpenBody};
-use super::track_kind::TrackKind;
+use super::track_kind::{Placement, TrackKind};
 use super::values::Val;
 use crate::fast_map::FastMap;
 use crate::model::{
@@ -36,26 +36,6 @@ pub(super) enum What {
     Launch { op: CudaOp, idx: u32 },
     /// Anything else: the top of the track's `bodies`.
     Body,
-}
-
-/// Where a track's thread ran, as the slice ends and instants on the track last said (the
-/// writer states it when it changes, and again after each restart of its sequences).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Placement {
-    pub cpu: u32,
-    pub cgroup_id: u64,
-}
-
-impl Placement {
-    /// Takes what the arguments of an end or instant state.
-    pub fn update(&mut self, args: &[(Arc<str>, Val)]) {
-        if let Some(cpu) = u64_of(args, ArgKey::Cpu) {
-            self.cpu = cpu as u32;
-        }
-        if let Some(cgroup) = u64_of(args, ArgKey::CgroupId) {
-            self.cgroup_id = cgroup;
-        }
-    }
 }
 
 /// A track: what its descriptor says (`None` until described) and its open slices.

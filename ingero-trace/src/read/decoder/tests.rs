@@ -180,7 +180,7 @@ fn slot_reuse_rewrites_every_field() {
         args: c.args.clone(),
         clamped: c.clamped_from_ns,
     };
-    let at = slices::Placement {
+    let at = track_kind::Placement {
         cpu: c.cpu,
         cgroup_id: c.cgroup_id,
     };

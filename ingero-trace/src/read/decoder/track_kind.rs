@@ -1,7 +1,12 @@
 //! [`TrackKind`]: what a track's descriptor made it, which decides what the events on it
-//! mean.
+//! mean; and [`Placement`]: where a thread track's thread ran, as its events last said.
 
+use std::sync::Arc;
+
+use super::args::u64_of;
+use super::values::Val;
 use crate::model::{CounterKind, ThreadRef};
+use crate::vocab::ArgKey;
 
 /// What a track is, from its descriptor (and its parent's).
 #[derive(Clone, Debug)]
@@ -21,4 +26,24 @@ pub(super) enum TrackKind {
     SpanLane(Option<u32>),
     Counter(CounterKind),
     Other,
+}
+
+/// Where a track's thread ran, as the slice ends and instants on the track last said (the
+/// writer states it when it changes, and again after each restart of its sequences).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Placement {
+    pub cpu: u32,
+    pub cgroup_id: u64,
+}
+
+impl Placement {
+    /// Takes what the arguments of an end or instant state.
+    pub fn update(&mut self, args: &[(Arc<str>, Val)]) {
+        if let Some(cpu) = u64_of(args, ArgKey::Cpu) {
+            self.cpu = cpu as u32;
+        }
+        if let Some(cgroup) = u64_of(args, ArgKey::CgroupId) {
+            self.cgroup_id = cgroup;
+        }
+    }
 }
