@@ -156,7 +156,9 @@ impl<R: Read> ChunkedPackets<R> {
         self.buf.copy_within(self.pos..self.end, 0);
         self.end -= self.pos;
         self.pos = 0;
-        let want = need.max(CHUNK);
+        // Towards `need` at most doubling the bytes held: a length field is trusted only as far
+        // as the file backs it (a corrupt 64 MiB one in a small file allocates no 64 MiB).
+        let want = need.min(self.end.max(CHUNK / 2) * 2).max(CHUNK);
         if self.buf.len() < want {
             self.buf.resize(want, 0);
         }

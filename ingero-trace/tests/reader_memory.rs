@@ -1,0 +1,244 @@
+//! The reader's memory does not follow what a damaged or hostile file claims: measured peak
+//! heap while reading stays under [`FIXED`] plus [`PER_BYTE`] per byte of the file, however
+//! large a length field, an interning id, a sequence id or a track uuid says it is.
+//!
+//! - [`FIXED`] (12 MiB) is what the reader holds for any file: its 1 MiB read buffer, and
+//!   with the helper thread the helper's read buffer and at most `AHEAD + 4` = 6 inflate
+//!   buffers of 1 MiB in circulation, the decoder's own among them (`read/ahead.rs`): 8 MiB,
+//!   and 4 MiB of room for the decoder's tables and for a damaged container that inflates to
+//!   more than 1 MiB before it fails. (Measured: 1.1 MiB for plain packets, 7 to 8 MiB for
+//!   the writer's compressed recordings, whose containers inflate to at most two of its
+//!   256 KiB chunks.)
+//! - [`PER_BYTE`] (64) covers what a file can make the decoder keep in proportion to its
+//!   size: interned names and strings, tracks, open slices, launch configurations. Each takes
+//!   a few bytes of the file and at most a few hundred of heap, not the table slots up to its
+//!   id: a packet naming sequence 1048575 or interning iid 1048575 costs one entry.
+//! - A packet's length is trusted only as far as the file's bytes back it: a header claiming
+//!   4 GiB, or 64 MiB (just under the reader's `MAX_PACKET`), in a file of a few bytes
+//!   allocates a read buffer no bigger than the bytes that follow it.
+//!
+//! Not covered: a `compressed_packets` container may inflate to `MAX_PACKET` (64 MiB), about
+//! 1032 times its size at most (deflate's limit); such a zlib bomb costs memory in proportion
+//! to the bytes that make it, and random damage does not make one.
+//!
+//! Measured with a counting `#[global_allocator]` (current and peak bytes of every thread,
+//! the helper's included); a test binary of its own, since the allocator sees the whole
+//! process, and its tests take a lock so that each one measures only itself.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::{WATCHDOG, Workload, framed, mutation, put_varint, within, workload, write_recording};
+use ingero_trace::model::ReadRecord;
+use ingero_trace::read::{TimeRange, TraceReader, empty_record};
+use proptest::prelude::*;
+
+/// Heap the reader may hold whatever the file (see the module docs).
+const FIXED: usize = 12 << 20;
+/// Heap the reader may hold per byte of the file (see the module docs).
+const PER_BYTE: usize = 64;
+
+/// Counts the bytes allocated and not yet freed, and their peak, on top of the system
+/// allocator.
+struct Counting;
+
+static CURRENT: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn grew(by: usize) {
+    let now = CURRENT.fetch_add(by, Ordering::Relaxed) + by;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+fn shrank(by: usize) {
+    CURRENT.fetch_sub(by, Ordering::Relaxed);
+}
+
+// SAFETY: every method hands its arguments unchanged to `System`, which upholds
+// `GlobalAlloc`'s contract; the counting only reads sizes and touches atomics (it never
+// allocates, so it cannot recurse into the allocator).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's `layout` goes to `System` as received.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller guarantees `ptr` came from this allocator (so from `System`)
+        // with `layout`.
+        unsafe { System.dealloc(ptr, layout) };
+        shrank(layout.size());
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller guarantees `ptr` came from `System` with `layout` and that
+        // `new_size` is valid for it.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            // While it moves, both blocks exist: count the new one before the old one goes.
+            grew(new_size);
+            shrank(layout.size());
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// One measurement at a time: the counters are the whole process's.
+static MEASURING: Mutex<()> = Mutex::new(());
+
+/// Peak heap, above what was held before, while `f` runs.
+fn peak_during(f: impl FnOnce()) -> usize {
+    // A test that failed while holding the lock leaves it poisoned: the counters are still
+    // good.
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let before = CURRENT.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    f();
+    PEAK.load(Ordering::Relaxed).saturating_sub(before)
+}
+
+/// The bound for a file of `len` bytes.
+fn bound(len: usize) -> usize {
+    FIXED + PER_BYTE * len
+}
+
+/// Reads `bytes` as a file to the end (or its error) with and without the helper thread,
+/// records dropped as they come (with one reused record, as a scan does): the peak heap of
+/// the reading alone, the file's bytes and path excluded.
+fn peak_reading(bytes: &[u8]) -> usize {
+    let file = common::TmpFile::new("memory", bytes);
+    let mut worst = 0;
+    for ahead in [false, true] {
+        let path = file.0.clone();
+        let peak = peak_during(|| {
+            within(WATCHDOG, move || {
+                let mut reader =
+                    TraceReader::from_files(vec![path], TimeRange::all()).inflate_ahead(ahead);
+                let mut rec: ReadRecord = empty_record();
+                // An error ends the reading like the end of the file: only memory counts here.
+                while let Ok(true) = reader.next_into(&mut rec) {}
+            })
+        });
+        worst = worst.max(peak);
+    }
+    worst
+}
+
+fn assert_bounded(what: &str, bytes: &[u8]) {
+    let peak = peak_reading(bytes);
+    assert!(
+        peak <= bound(bytes.len()),
+        "{what}: {peak} bytes of heap reading {} bytes (bound {})",
+        bytes.len(),
+        bound(bytes.len())
+    );
+}
+
+/// A file of a valid packet, then a packet header claiming `claim` bytes followed by a few.
+fn lying_file(tag: u8, claim: u64) -> Vec<u8> {
+    let mut file = Vec::new();
+    framed(&mut file, &[0x40, 0x01]);
+    file.push(tag);
+    put_varint(&mut file, claim);
+    file.extend_from_slice(b"only these");
+    file
+}
+
+#[test]
+fn a_length_field_claiming_gigabytes_allocates_no_more_than_the_bytes_behind_it() {
+    for claim in [
+        4 << 30,
+        u64::MAX,
+        (64 << 20) - 1,
+        63 << 20,
+        16 << 20,
+        (2 << 20) + 1,
+    ] {
+        // A packet, and another length-delimited top-level field the reader skips.
+        for tag in [0x0A, 0x12] {
+            let file = lying_file(tag, claim);
+            let peak = peak_reading(&file);
+            assert!(
+                peak <= FIXED,
+                "a {tag:#x} header claiming {claim} bytes: {peak} bytes of heap"
+            );
+        }
+    }
+    // What proptest found first: a 5-byte file claiming 64 MiB - 1 made the reader and the
+    // helper allocate 64 MiB each.
+    let peak = peak_reading(&[0x0A, 0xFF, 0xFF, 0xFF, 0x1F]);
+    assert!(peak <= FIXED, "{peak} bytes of heap");
+}
+
+#[test]
+fn a_packet_bigger_than_the_read_buffer_reads_whole_in_a_buffer_its_size() {
+    // A packet of 5 MiB (an unknown field the decoder skips), then a small one: the read
+    // buffer grows to hold it, doubling as the bytes arrive.
+    let mut big = Vec::new();
+    put_varint(&mut big, 1000 << 3 | 2);
+    put_varint(&mut big, 5 << 20);
+    big.resize(big.len() + (5 << 20), 0x5A);
+    let mut file = Vec::new();
+    framed(&mut file, &big);
+    framed(&mut file, &[0x40, 0x01]);
+    let tmp = common::TmpFile::new("big-packet", &file);
+    for ahead in [false, true] {
+        let path = tmp.0.clone();
+        let mut packets = 0;
+        let peak = peak_during(|| {
+            let mut reader =
+                TraceReader::from_files(vec![path], TimeRange::all()).inflate_ahead(ahead);
+            let mut rec = empty_record();
+            while reader.next_into(&mut rec).expect("a whole file") {}
+            assert!(reader.truncated_files().is_empty());
+            packets = reader.packets();
+        });
+        assert_eq!(packets, 2, "ahead {ahead}");
+        // The reader's buffer, and the helper's, each at most twice the packet.
+        assert!(
+            peak <= FIXED + 4 * file.len(),
+            "ahead {ahead}: {peak} bytes of heap for a {} byte packet",
+            big.len()
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 96,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn a_damaged_recording_reads_in_bounded_memory(
+        w in workload(),
+        mutations in prop::collection::vec(mutation(), 1..3),
+    ) {
+        let w: Workload = w;
+        let mut file = write_recording(&w);
+        for m in &mutations {
+            m.apply(&mut file);
+        }
+        assert_bounded("damaged recording", &file);
+    }
+}
