@@ -31,7 +31,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{WATCHDOG, Workload, framed, mutation, put_varint, within, workload, write_recording};
+use common::{
+    WATCHDOG, Workload, framed, mutation, noise, put_varint, within, workload, write_recording,
+};
 use ingero_trace::model::ReadRecord;
 use ingero_trace::read::{TimeRange, TraceReader, empty_record};
 use proptest::prelude::*;
@@ -189,6 +191,64 @@ fn a_length_field_claiming_gigabytes_allocates_no_more_than_the_bytes_behind_it(
     assert!(peak <= FIXED, "{peak} bytes of heap");
 }
 
+/// `fields` (already encoded) as one framed packet.
+fn packet(fields: &[u8]) -> Vec<u8> {
+    let mut file = Vec::new();
+    framed(&mut file, fields);
+    file
+}
+
+/// A varint field `num` = `v`.
+fn varint_field(out: &mut Vec<u8>, num: u64, v: u64) {
+    put_varint(out, num << 3);
+    put_varint(out, v);
+}
+
+/// A length-delimited field `num` holding `inner`.
+fn bytes_field(out: &mut Vec<u8>, num: u64, inner: &[u8]) {
+    put_varint(out, num << 3 | 2);
+    put_varint(out, inner.len() as u64);
+    out.extend_from_slice(inner);
+}
+
+#[test]
+fn a_huge_id_costs_one_entry_not_a_table_up_to_it() {
+    let big = (1u64 << 20) - 1;
+    // `TracePacket.trusted_packet_sequence_id` (10) with interned data (12) holding an event
+    // name (2), a debug annotation name (3) and a string value (29), each {iid: big, name}.
+    let mut name = Vec::new();
+    varint_field(&mut name, 1, big);
+    bytes_field(&mut name, 2, b"cudaMalloc");
+    let mut interned = Vec::new();
+    for num in [2, 3, 29] {
+        bytes_field(&mut interned, num, &name);
+    }
+    let mut file = Vec::new();
+    for seq in [big, big - 1, 1 << 19, 77] {
+        let mut p = Vec::new();
+        varint_field(&mut p, 10, seq);
+        varint_field(&mut p, 13, 1); // SEQ_INCREMENTAL_STATE_CLEARED
+        bytes_field(&mut p, 12, &interned);
+        file.extend(packet(&p));
+    }
+    // `TracePacket.track_descriptor` (60) with uuid (1) = big, for a thread (4).
+    for uuid in [big, big - 2, 1 << 19] {
+        let mut thread = Vec::new();
+        varint_field(&mut thread, 1, 5);
+        varint_field(&mut thread, 2, 6);
+        let mut desc = Vec::new();
+        varint_field(&mut desc, 1, uuid);
+        bytes_field(&mut desc, 4, &thread);
+        let mut p = Vec::new();
+        bytes_field(&mut p, 60, &desc);
+        file.extend(packet(&p));
+    }
+    assert_bounded("huge ids", &file);
+    // What proptest found: a 6-byte packet naming sequence 2^20 - 1 made the decoder allocate
+    // 2^20 sequence states (195 MB).
+    assert_bounded("a huge sequence id", &[0x0A, 0x04, 0x50, 0xFF, 0xFF, 0x3F]);
+}
+
 #[test]
 fn a_packet_bigger_than_the_read_buffer_reads_whole_in_a_buffer_its_size() {
     // A packet of 5 MiB (an unknown field the decoder skips), then a small one: the read
@@ -228,6 +288,11 @@ proptest! {
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
+
+    #[test]
+    fn packet_shaped_noise_reads_in_bounded_memory(bytes in noise()) {
+        assert_bounded("noise", &bytes);
+    }
 
     #[test]
     fn a_damaged_recording_reads_in_bounded_memory(
