@@ -122,7 +122,13 @@ fn inflate(z: &[u8], want: usize) -> Result<Vec<u8>, String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(192))]
+    // Failures are not persisted: an integration test has no lib.rs to keep them next to; a
+    // failure prints its minimal input instead.
+    #![proptest_config(ProptestConfig {
+        cases: 192,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn packet_shaped_chunks_inflate_to_exactly_their_bytes(

@@ -283,11 +283,7 @@ fn a_packet_bigger_than_the_read_buffer_reads_whole_in_a_buffer_its_size() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 96,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(common::config(96))]
 
     #[test]
     fn packet_shaped_noise_reads_in_bounded_memory(bytes in noise()) {

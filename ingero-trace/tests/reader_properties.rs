@@ -49,17 +49,11 @@ use ingero_trace::proto::{
 };
 use ingero_trace::read::FileDecoder;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::{TestCaseError, TestRunner};
 use prost::Message;
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 512,
-        // Integration tests have no lib.rs to persist failures next to: a failure prints its
-        // minimal input instead.
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(common::config(512))]
 
     #[test]
     fn arbitrary_bytes_never_panic_hang_or_read_differently_with_the_helper(
@@ -160,12 +154,7 @@ impl Intact {
 }
 
 fn runner(cases: u32) -> TestRunner {
-    TestRunner::new(Config {
-        cases,
-        // As in the `proptest!` block above.
-        failure_persistence: None,
-        ..Config::default()
-    })
+    TestRunner::new(common::config(cases))
 }
 
 #[test]
@@ -330,11 +319,7 @@ fn any_id() -> impl Strategy<Value = u64> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 256,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(common::config(256))]
 
     #[test]
     fn interned_ids_resolve_the_same_whatever_their_values_and_order(

@@ -103,15 +103,36 @@ pub struct Reading {
     pub truncated: bool,
 }
 
-/// Reads `path` with the iterator, inflating in the reading thread or on the helper.
-pub fn read_iter(path: &Path, ahead: bool) -> Reading {
+/// The proptest configuration of the reader's and the encoder's properties: `cases` cases,
+/// failures not persisted (an integration test has no `lib.rs` to keep them next to: a
+/// failure prints its minimal input instead), and at most a minute of shrinking, so that a
+/// hang the watchdog reports does not keep CI busy shrinking for hours.
+pub fn config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        max_shrink_time: 60_000,
+        ..ProptestConfig::default()
+    }
+}
+
+/// Reads `path` (of `len` bytes) with the iterator, inflating in the reading thread or on
+/// the helper. Stops with a panic past [`max_records`]: a reader yielding without end would
+/// otherwise fill the memory before the watchdog fires.
+pub fn read_iter(path: &Path, len: usize, ahead: bool) -> Reading {
     let mut reader =
         TraceReader::from_files(vec![path.to_path_buf()], TimeRange::all()).inflate_ahead(ahead);
     let mut records = Vec::new();
     let mut error = None;
     for r in reader.by_ref() {
         match r {
-            Ok(r) => records.push(r),
+            Ok(r) => {
+                assert!(
+                    records.len() < max_records(len),
+                    "more records than {len} bytes can hold"
+                );
+                records.push(r);
+            }
             Err(e) => {
                 error = Some(format!("{e:#}"));
                 break;
@@ -133,13 +154,20 @@ pub fn read_iter(path: &Path, ahead: bool) -> Reading {
     }
 }
 
-/// Reads `path` with [`TraceReader::for_each_record`] (its own hot loop, which decodes a
-/// slice's begin and end as one): the records, and the error as text.
-pub fn read_each(path: &Path, ahead: bool) -> (Vec<ReadRecord>, Option<String>) {
+/// Reads `path` (of `len` bytes) with [`TraceReader::for_each_record`] (its own hot loop,
+/// which decodes a slice's begin and end as one): the records, and the error as text. Keeps
+/// no more than [`max_records`] + 1 records, so that one past the bound fails the comparison
+/// with the iterator and a reader yielding without end only spins until the watchdog fires.
+pub fn read_each(path: &Path, len: usize, ahead: bool) -> (Vec<ReadRecord>, Option<String>) {
     let mut reader =
         TraceReader::from_files(vec![path.to_path_buf()], TimeRange::all()).inflate_ahead(ahead);
     let mut records = Vec::new();
-    let res = reader.for_each_record(|r| records.push(r.clone()));
+    let most = max_records(len);
+    let res = reader.for_each_record(|r| {
+        if records.len() <= most {
+            records.push(r.clone());
+        }
+    });
     (records, res.err().map(|e| format!("{e:#}")))
 }
 
@@ -153,10 +181,10 @@ pub fn read_every_way(what: &str, bytes: &[u8]) -> Reading {
     let path = file.0.clone();
     let (alone, ahead, each_alone, each_ahead) = within(WATCHDOG, move || {
         (
-            read_iter(&path, false),
-            read_iter(&path, true),
-            read_each(&path, false),
-            read_each(&path, true),
+            read_iter(&path, len, false),
+            read_iter(&path, len, true),
+            read_each(&path, len, false),
+            read_each(&path, len, true),
         )
     });
     drop(file);
