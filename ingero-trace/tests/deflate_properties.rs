@@ -20,8 +20,9 @@
 use ingero_trace::write::PacketDeflater;
 use libdeflater::Decompressor;
 use proptest::prelude::*;
+use proptest::sample::Index;
 
-/// One piece of a chunk.
+/// One packet of a chunk.
 #[derive(Clone, Debug)]
 enum Piece {
     /// A new packet: these bytes, then a timestamp field.
@@ -30,8 +31,21 @@ enum Piece {
     Repeat(usize),
     /// An earlier packet's bytes before its timestamp, with a new timestamp (the index wraps).
     Retimed { of: usize, ts: u64 },
-    /// Bytes that are not a packet.
-    Raw(Vec<u8>),
+    /// An earlier packet's bytes with some changed after the first two (the same shape: the
+    /// encoder compares it with that packet byte by byte), and a new timestamp.
+    Variant {
+        of: usize,
+        edits: Vec<(Index, u8)>,
+        ts: u64,
+    },
+}
+
+/// A chunk: packets, and maybe bytes that are not a packet somewhere among them (from there
+/// on the encoder writes literals).
+#[derive(Clone, Debug)]
+struct Chunk {
+    pieces: Vec<Piece>,
+    raw: Option<(Index, Vec<u8>)>,
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -69,36 +83,62 @@ fn body() -> impl Strategy<Value = Vec<u8>> {
 
 fn piece() -> impl Strategy<Value = Piece> {
     prop_oneof![
-        4 => (body(), timestamp()).prop_map(|(body, ts)| Piece::Packet { body, ts }),
+        3 => (body(), timestamp()).prop_map(|(body, ts)| Piece::Packet { body, ts }),
         3 => any::<usize>().prop_map(Piece::Repeat),
         4 => (any::<usize>(), timestamp()).prop_map(|(of, ts)| Piece::Retimed { of, ts }),
-        1 => prop::collection::vec(any::<u8>(), 0..12).prop_map(Piece::Raw),
+        3 => (
+            any::<usize>(),
+            prop::collection::vec((any::<Index>(), any::<u8>()), 1..4),
+            timestamp(),
+        )
+            .prop_map(|(of, edits, ts)| Piece::Variant { of, edits, ts }),
     ]
 }
 
-/// The chunk `pieces` make: framed packets as the writer frames them.
-fn chunk(pieces: &[Piece]) -> Vec<u8> {
+fn chunk_strategy() -> impl Strategy<Value = Chunk> {
+    (
+        prop::collection::vec(piece(), 0..300),
+        prop::option::weighted(
+            0.2,
+            (any::<Index>(), prop::collection::vec(any::<u8>(), 1..12)),
+        ),
+    )
+        .prop_map(|(pieces, raw)| Chunk { pieces, raw })
+}
+
+/// The bytes of `c`: framed packets as the writer frames them.
+fn chunk(c: &Chunk) -> Vec<u8> {
     let mut out = Vec::new();
+    let raw_at = c.raw.as_ref().map(|(at, _)| at.index(c.pieces.len() + 1));
     // Each packet: its bytes before the timestamp, and its whole payload.
     let mut packets: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-    for p in pieces {
+    for (i, p) in c.pieces.iter().enumerate() {
+        if raw_at == Some(i) {
+            out.extend_from_slice(c.raw.as_ref().map_or(&[][..], |(_, b)| b));
+        }
+        let earlier = |of: usize| packets.get(of % packets.len().max(1)).cloned();
         let (body, payload) = match p {
-            Piece::Raw(bytes) => {
-                out.extend_from_slice(bytes);
-                continue;
-            }
             Piece::Packet { body, ts } => with_timestamp(body, *ts),
-            Piece::Repeat(i) if !packets.is_empty() => packets[i % packets.len()].clone(),
-            Piece::Retimed { of, ts } if !packets.is_empty() => {
-                with_timestamp(&packets[of % packets.len()].0, *ts)
+            Piece::Repeat(of) => earlier(*of).unwrap_or_default(),
+            Piece::Retimed { of, ts } => with_timestamp(&earlier(*of).unwrap_or_default().0, *ts),
+            Piece::Variant { of, edits, ts } => {
+                let mut body = earlier(*of).unwrap_or_default().0;
+                if body.len() > 2 {
+                    for (at, b) in edits {
+                        let i = 2 + at.index(body.len() - 2);
+                        body[i] = *b;
+                    }
+                }
+                with_timestamp(&body, *ts)
             }
-            // Nothing earlier to repeat: an empty packet.
-            Piece::Repeat(_) | Piece::Retimed { .. } => (Vec::new(), Vec::new()),
         };
         out.push(0x0A);
         put_varint(&mut out, payload.len() as u64);
         out.extend_from_slice(&payload);
         packets.push((body, payload));
+    }
+    if raw_at == Some(c.pieces.len()) {
+        out.extend_from_slice(c.raw.as_ref().map_or(&[][..], |(_, b)| b));
     }
     out
 }
@@ -132,13 +172,13 @@ proptest! {
 
     #[test]
     fn packet_shaped_chunks_inflate_to_exactly_their_bytes(
-        chunks in prop::collection::vec(prop::collection::vec(piece(), 0..300), 1..4),
+        chunks in prop::collection::vec(chunk_strategy(), 1..4),
     ) {
         // One deflater for every chunk, as the writer keeps one: what it remembers of a chunk
         // must not leak into the next.
         let mut z = PacketDeflater::default();
-        for (i, pieces) in chunks.iter().enumerate() {
-            let plain = chunk(pieces);
+        for (i, c) in chunks.iter().enumerate() {
+            let plain = chunk(c);
             let mut out = Vec::new();
             z.zlib(&plain, &mut out);
             let got = inflate(&out, plain.len());
@@ -155,8 +195,10 @@ proptest! {
         framed in any::<bool>(),
     ) {
         let plain = if framed {
-            let packet = Piece::Packet { body: plain.clone(), ts: 1 };
-            chunk(&[packet, Piece::Repeat(0), Piece::Raw(plain)])
+            let pieces = vec![Piece::Packet { body: plain.clone(), ts: 1 }, Piece::Repeat(0)];
+            let mut c = chunk(&Chunk { pieces, raw: None });
+            c.extend_from_slice(&plain);
+            c
         } else {
             plain
         };

@@ -164,7 +164,7 @@ fn a_damaged_recording_keeps_every_record_before_the_damage() {
     let [cases, compared, packed, packed_compared] = [(); 4].map(|()| Cell::new(0u32));
     let add = |c: &Cell<u32>, yes: bool| c.set(c.get() + u32::from(yes));
     let strategy = (workload(), prop::collection::vec(mutation(), 1..3));
-    let result = runner(160).run(&strategy, |(w, mutations)| {
+    let result = runner(256).run(&strategy, |(w, mutations)| {
         let intact = Intact::new(&w);
         let mut file = intact.file.clone();
         let first = mutations
@@ -212,7 +212,7 @@ fn a_damaged_recording_keeps_every_record_before_the_damage() {
 #[test]
 fn a_cut_recording_reads_as_exactly_the_packets_before_the_cut() {
     let strategy = (workload(), any::<prop::sample::Index>());
-    let result = runner(96).run(&strategy, |(w, at)| {
+    let result = runner(128).run(&strategy, |(w, at)| {
         let intact = Intact::new(&w);
         let cut = Mutation::Truncate { at };
         let mut file = intact.file.clone();

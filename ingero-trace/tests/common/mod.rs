@@ -644,9 +644,18 @@ pub fn encode_fields(fields: &[Field], out: &mut Vec<u8>) {
 pub enum Frame {
     /// A packet of generated fields.
     Packet(Vec<Field>),
-    /// A `compressed_packets` container of generated packets (zlib, from libdeflate), with
-    /// its stream possibly damaged at one byte.
-    Container(Vec<Vec<Field>>, Option<(Index, u8)>),
+    /// A `compressed_packets` container (zlib, from libdeflate) of generated packets, their
+    /// bytes possibly cut short and followed by junk before compressing (a valid stream of a
+    /// malformed inside), and the stream possibly damaged at one byte.
+    Container {
+        packets: Vec<Vec<Field>>,
+        cut: Option<Index>,
+        junk: Vec<u8>,
+        damage: Option<(Index, u8)>,
+    },
+    /// A top-level field other than a packet: length-delimited ones are skipped, others are
+    /// errors.
+    Other(Field),
     /// A frame whose length claims more (or less) than follows: the hostile length field.
     Lying { tag: u8, claim: u64, bytes: Vec<u8> },
     /// Bytes that are not a frame.
@@ -663,21 +672,31 @@ pub fn frame() -> impl Strategy<Value = Frame> {
         (1u64 << 20)..(1 << 27),
         Just(4u64 << 30),
         Just((64 << 20) - 1),
+        // Lengths that overflow an offset they are added to.
+        u64::MAX - 16..=u64::MAX,
         any::<u64>(),
     ];
     prop_oneof![
         6 => packet().prop_map(Frame::Packet),
         2 => (
             prop::collection::vec(packet(), 0..6),
-            prop::option::of((any::<Index>(), 1u8..=255)),
+            prop::option::weighted(0.3, any::<Index>()),
+            prop_oneof![3 => Just(Vec::new()), 1 => prop::collection::vec(any::<u8>(), 1..8)],
+            prop::option::weighted(0.3, (any::<Index>(), 1u8..=255)),
         )
-            .prop_map(|(p, bad)| Frame::Container(p, bad)),
+            .prop_map(|(packets, cut, junk, damage)| Frame::Container {
+                packets,
+                cut,
+                junk,
+                damage,
+            }),
         1 => (
             prop_oneof![Just(0x0Au8), any::<u8>()],
             claim,
             prop::collection::vec(any::<u8>(), 0..16),
         )
             .prop_map(|(tag, claim, bytes)| Frame::Lying { tag, claim, bytes }),
+        1 => field().prop_map(Frame::Other),
         1 => prop::collection::vec(any::<u8>(), 0..8).prop_map(Frame::Raw),
     ]
 }
@@ -707,15 +726,24 @@ pub fn noise_file(frames: &[Frame]) -> Vec<u8> {
                 encode_fields(fields, &mut p);
                 framed(&mut out, &p);
             }
-            Frame::Container(packets, bad) => {
+            Frame::Container {
+                packets,
+                cut,
+                junk,
+                damage,
+            } => {
                 let mut inner = Vec::new();
                 for fields in packets {
                     let mut p = Vec::new();
                     encode_fields(fields, &mut p);
                     framed(&mut inner, &p);
                 }
+                if let Some(at) = cut {
+                    inner.truncate(at.index(inner.len() + 1));
+                }
+                inner.extend_from_slice(junk);
                 let mut z = zlib(&inner);
-                if let Some((at, x)) = bad {
+                if let Some((at, x)) = damage {
                     let i = at.index(z.len());
                     z[i] ^= x;
                 }
@@ -729,6 +757,7 @@ pub fn noise_file(frames: &[Frame]) -> Vec<u8> {
                 put_varint(&mut out, *claim);
                 out.extend_from_slice(bytes);
             }
+            Frame::Other(field) => encode_fields(std::slice::from_ref(field), &mut out),
             Frame::Raw(bytes) => out.extend_from_slice(bytes),
         }
     }
