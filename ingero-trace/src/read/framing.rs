@@ -82,14 +82,12 @@ impl<R: BufRead> PacketReader<R> {
                 return Err(FramingError::TooLarge { len, offset: start });
             }
             buf.clear();
-            buf.resize(len, 0);
-            match self.inner.read_exact(buf) {
-                Ok(()) => {}
-                Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
-                    self.truncated = true;
-                    return Ok(false);
-                }
-                Err(e) => return Err(e.into()),
+            // Read through `take`, so the buffer grows with the bytes that arrive rather than
+            // to what a (possibly corrupt) length claims.
+            (&mut self.inner).take(len as u64).read_to_end(buf)?;
+            if buf.len() < len {
+                self.truncated = true;
+                return Ok(false);
             }
             self.offset = start + 1 + varint::len(len as u64) as u64 + len as u64;
             // Only `Trace.packet` (field 1, length-delimited) carries packets; other
@@ -163,7 +161,9 @@ impl<R: Read> ChunkedPackets<R> {
         self.buf.copy_within(self.pos..self.end, 0);
         self.end -= self.pos;
         self.pos = 0;
-        let want = need.max(CHUNK);
+        // Towards `need` at most doubling the bytes held: a length field is trusted only as far
+        // as the file backs it (a corrupt 64 MiB one in a small file allocates no 64 MiB).
+        let want = need.min(self.end.max(CHUNK / 2) * 2).max(CHUNK);
         if self.buf.len() < want {
             self.buf.resize(want, 0);
         }

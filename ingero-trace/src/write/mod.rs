@@ -68,6 +68,8 @@ pub use config::{
     CLOCK_SNAPSHOT_INTERVAL_NS, DEFAULT_COMPRESSION_LEVEL, DEFAULT_MAX_FILE_SIZE,
     DEFAULT_MAX_TOTAL_SIZE, DEFAULT_RESTART_BYTES, RESTART_INTERVAL_NS, RecorderConfig,
 };
+/// Public for the property tests and the fuzz target (`fuzz/`); writers go through [`Recorder`].
+pub use deflate::PacketDeflater;
 pub use error::{Result, WriteError};
 pub use files::{FILE_EXT, FILE_PREFIX, trace_files_in};
 pub use recorder::{Recorder, RecorderCounters};

@@ -7,10 +7,15 @@ use crate::fast_map::FastMap;
 /// foreign iid cannot make the reader allocate a huge table.
 pub(super) const MAX_DENSE_IID: u64 = 1 << 20;
 
-/// An iid-indexed table: dense for the small sequential ids ingero writes.
+/// An iid-indexed table: dense for the small sequential ids ingero writes. The dense part
+/// grows to an iid only while it stays about half full (the iid is below twice the entries,
+/// plus a few), so a corrupt or foreign iid costs one entry in the map, not a table up to it.
+/// An iid below `dense.len()` lives in `dense`, any other in `sparse`.
 pub(super) struct IidTable<T> {
     dense: Vec<Option<T>>,
     sparse: FastMap<u64, T>,
+    /// Entries in both.
+    len: usize,
 }
 
 impl<T> Default for IidTable<T> {
@@ -18,6 +23,7 @@ impl<T> Default for IidTable<T> {
         IidTable {
             dense: Vec::new(),
             sparse: FastMap::default(),
+            len: 0,
         }
     }
 }
@@ -25,8 +31,8 @@ impl<T> Default for IidTable<T> {
 impl<T> IidTable<T> {
     #[inline(always)]
     pub(super) fn get_mut(&mut self, iid: u64) -> Option<&mut T> {
-        if iid < MAX_DENSE_IID {
-            self.dense.get_mut(iid as usize).and_then(Option::as_mut)
+        if iid < self.dense.len() as u64 {
+            self.dense[iid as usize].as_mut()
         } else {
             self.sparse.get_mut(&iid)
         }
@@ -34,28 +40,51 @@ impl<T> IidTable<T> {
 
     #[inline(always)]
     pub(super) fn get(&self, iid: u64) -> Option<&T> {
-        if iid < MAX_DENSE_IID {
-            self.dense.get(iid as usize).and_then(Option::as_ref)
+        if iid < self.dense.len() as u64 {
+            self.dense[iid as usize].as_ref()
         } else {
             self.sparse.get(&iid)
         }
     }
 
-    pub(super) fn insert(&mut self, iid: u64, v: T) {
-        if iid < MAX_DENSE_IID {
-            let i = iid as usize;
-            if self.dense.len() <= i {
-                self.dense.resize_with(i + 1, || None);
+    /// `iid`'s slot in `dense`, grown to it if the table of `len` entries stays about half
+    /// full; `None` when `iid` belongs in `sparse`.
+    fn dense_slot<'a>(
+        dense: &'a mut Vec<Option<T>>,
+        sparse: &mut FastMap<u64, T>,
+        len: usize,
+        iid: u64,
+    ) -> Option<&'a mut Option<T>> {
+        let had = dense.len() as u64;
+        if iid >= had {
+            if iid >= MAX_DENSE_IID || iid >= 2 * len as u64 + 16 {
+                return None;
             }
-            self.dense[i] = Some(v);
-        } else {
-            self.sparse.insert(iid, v);
+            dense.resize_with(iid as usize + 1, || None);
+            // What the map held in the new range moves in: one home per iid.
+            if !sparse.is_empty() {
+                for i in had..=iid {
+                    if let Some(v) = sparse.remove(&i) {
+                        dense[i as usize] = Some(v);
+                    }
+                }
+            }
         }
+        dense.get_mut(iid as usize)
+    }
+
+    pub(super) fn insert(&mut self, iid: u64, v: T) {
+        let old = match Self::dense_slot(&mut self.dense, &mut self.sparse, self.len, iid) {
+            Some(slot) => slot.replace(v),
+            None => self.sparse.insert(iid, v),
+        };
+        self.len += usize::from(old.is_none());
     }
 
     pub(super) fn clear(&mut self) {
         self.dense.clear();
         self.sparse.clear();
+        self.len = 0;
     }
 
     pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
@@ -67,14 +96,16 @@ impl<T> IidTable<T> {
 impl<T: Default> IidTable<T> {
     #[inline]
     pub(super) fn get_or_default(&mut self, iid: u64) -> &mut T {
-        if iid < MAX_DENSE_IID {
-            let i = iid as usize;
-            if self.dense.len() <= i {
-                self.dense.resize_with(i + 1, || None);
+        let IidTable { dense, sparse, len } = self;
+        match Self::dense_slot(dense, sparse, *len, iid) {
+            Some(slot) => {
+                *len += usize::from(slot.is_none());
+                slot.get_or_insert_with(T::default)
             }
-            self.dense[i].get_or_insert_with(T::default)
-        } else {
-            self.sparse.entry(iid).or_default()
+            None => sparse.entry(iid).or_insert_with(|| {
+                *len += 1;
+                T::default()
+            }),
         }
     }
 }
