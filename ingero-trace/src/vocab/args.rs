@@ -39,10 +39,10 @@ words! {
         OtherPid = "other_pid",
         CloneFlagsKnown = "clone_flags_known",
         Text = "text",
-        /// Annotations: who wrote it and which process it is scoped to.
+        /// Annotations: who wrote it, and the start time of the process it is scoped to (the
+        /// process is its labels track's).
         ProvenanceUid = "provenance.uid",
         ProvenancePid = "provenance.pid",
-        ScopePid = "scope.pid",
         ScopeStartTime = "scope.start_time",
         /// A state slice re-opened at the start of a rotated file.
         Continued = "continued",

@@ -80,3 +80,5 @@ mod chunk_tests;
 mod placement_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vocab_tests;

@@ -1,0 +1,344 @@
+//! The whole vocabulary, written and read back: one CUDA call of every op with every argument
+//! its kind has (and a failed one with its error), both off-CPU reasons, every lifecycle op, an
+//! annotation instant and span with every field, the session, statistics and counters; each
+//! read back equal. And every debug-annotation key of `vocab::ArgKey` is written by some record
+//! (but the older recordings' launch keys), so a key no record writes is noticed.
+
+use std::collections::BTreeSet;
+
+use ingero_ebpf::{CudaOp, OffCpuReason};
+use prost::Message;
+
+use super::tests::{config, read_all, tmp_dir};
+use super::{Recorder, RecorderConfig};
+use crate::model::{
+    AnnotationRecord, Comm, CudaArgs, Event, FinalStats, MemcpyKind, OffCpu, ProcessOp, ReadRecord,
+    Scope, Task, TimelineRecord,
+};
+use crate::proto::{InternedData, TracePacket};
+use crate::read::ExpandedPackets;
+use crate::synth::{self, SCENARIO_PID as P, SCENARIO_T0 as T0};
+use crate::vocab::ArgKey;
+
+/// The arguments of `op` with every optional part present.
+fn full_args(op: CudaOp) -> CudaArgs {
+    use CudaOp::*;
+    let stream = Some(0x5600_0000_0010);
+    match op {
+        Malloc | MallocManaged | MallocAsync => CudaArgs::Alloc {
+            size: 4096,
+            ptr: Some(0x7f00_0000_1000),
+            stream: (op == MallocAsync).then_some(0x5600_0000_0010),
+        },
+        Free | FreeAsync => CudaArgs::Free {
+            ptr: 0x7f00_0000_1000,
+            size: Some(4096),
+            stream: (op == FreeAsync).then_some(0x5600_0000_0010),
+        },
+        MallocHost | HostAlloc => CudaArgs::HostAlloc { size: 1 << 20 },
+        FreeHost => CudaArgs::HostFree { ptr: 0x7f00_2000 },
+        LaunchKernel | LaunchCooperativeKernel | LaunchKernelExC => synth::launch_args(64, 0x56),
+        GraphLaunch => CudaArgs::GraphLaunch {
+            graph_exec: 0x7f00_3000,
+            stream: 0x56,
+        },
+        Memcpy | MemcpyAsync => CudaArgs::Memcpy {
+            count: 1 << 16,
+            kind: MemcpyKind::DeviceToHost,
+            stream: (op == MemcpyAsync).then_some(0x56),
+            width_height: None,
+        },
+        Memcpy2D | Memcpy2DAsync => CudaArgs::Memcpy {
+            count: 64 * 32,
+            kind: MemcpyKind::Unknown(9),
+            stream: (op == Memcpy2DAsync).then_some(0x56),
+            width_height: Some((64, 32)),
+        },
+        MemcpyPeer | MemcpyPeerAsync => CudaArgs::MemcpyPeer {
+            count: 1 << 12,
+            dst_device: 1,
+            src_device: -1,
+            stream: (op == MemcpyPeerAsync).then_some(0x56),
+        },
+        Memset | MemsetAsync => CudaArgs::Memset {
+            count: 512,
+            stream: (op == MemsetAsync).then_some(0x56),
+        },
+        StreamSynchronize => CudaArgs::Sync {
+            stream,
+            event: None,
+        },
+        EventSynchronize => CudaArgs::Sync {
+            stream: None,
+            event: Some(0x7f00_4000),
+        },
+        DeviceSynchronize => CudaArgs::Sync {
+            stream: None,
+            event: None,
+        },
+    }
+}
+
+fn everything() -> Vec<TimelineRecord> {
+    let t = synth::task(P, P, "python3");
+    let mut out = Vec::new();
+    let mut ts = T0;
+    let mut next = || {
+        ts += 10_000;
+        ts
+    };
+    // First (before any rotation ends the outer one): a call that outlasts the one around it,
+    // shortened in the file, `clamped_from_ns` kept.
+    let outer = next();
+    out.push(synth::cuda(
+        t,
+        outer,
+        5_000,
+        CudaOp::StreamSynchronize,
+        0,
+        full_args(CudaOp::StreamSynchronize),
+    ));
+    out.push(synth::cuda(
+        t,
+        outer + 1_000,
+        9_000,
+        CudaOp::Memset,
+        0,
+        full_args(CudaOp::Memset),
+    ));
+    for op in CudaOp::ALL {
+        out.push(synth::cuda(t, next(), 1_000, *op, 0, full_args(*op)));
+    }
+    // A failed call (error category, `ret` and its name) and one whose error has no name.
+    out.push(synth::cuda(
+        t,
+        next(),
+        1_000,
+        CudaOp::Malloc,
+        2,
+        CudaArgs::Alloc {
+            size: 1 << 40,
+            ptr: None,
+            stream: None,
+        },
+    ));
+    out.push(synth::cuda(
+        t,
+        next(),
+        1_000,
+        CudaOp::Free,
+        12_345,
+        full_args(CudaOp::Free),
+    ));
+    for reason in OffCpuReason::ALL {
+        out.push(TimelineRecord::Event(Event::OffCpu(OffCpu {
+            ts_ns: next(),
+            duration_ns: 2_000,
+            task: t,
+            reason,
+            prev_state: 1,
+            next_tid: 7,
+            next_comm: Comm::from_str_lossy("kworker/1:0"),
+        })));
+    }
+    let worker = Task { tid: P + 1, ..t };
+    for op in ProcessOp::ALL {
+        let (who, other, text) = match op {
+            ProcessOp::Exec => (t, P, "/usr/bin/python3"),
+            ProcessOp::Fork => (t, P + 9, "child"),
+            ProcessOp::ThreadStart => (t, P + 1, "pt_worker"),
+            ProcessOp::ThreadExit => (worker, 0, ""),
+            ProcessOp::Exit => (t, 0, ""),
+        };
+        // Exit ends the process: last.
+        let at = if *op == ProcessOp::Exit {
+            T0 + 1_000_000_000
+        } else {
+            next()
+        };
+        out.push(synth::lifecycle(who, at, *op, other, text));
+    }
+    let annotation = |ts_ns: u64, end_ns: Option<u64>, stamped: bool| {
+        TimelineRecord::Annotation(AnnotationRecord {
+            labels: vec![("step".into(), "7".into()), ("phase".into(), "eval".into())],
+            scope: Some(Scope {
+                pid: P,
+                start_time: 4242,
+            }),
+            ts_ns,
+            end_ns,
+            provenance_uid: 1000,
+            provenance_pid: Some(P),
+            provenance_gid: 100,
+            received_ns: ts_ns + 7,
+            realtime_ns: 1_700_000_000_000_000_000,
+            end_realtime_ns: end_ns.map(|_| 1_700_000_000_500_000_000),
+            stamped_by_agent: stamped,
+        })
+    };
+    out.push(annotation(next(), None, true));
+    let start = next();
+    out.push(annotation(start, Some(start + 50_000), false));
+    out.sort_by_key(TimelineRecord::ts_ns);
+    out
+}
+
+/// The debug-annotation key names declared in a file.
+fn declared_keys(bytes: &[u8]) -> BTreeSet<String> {
+    let mut packets = ExpandedPackets::new(bytes);
+    let mut out = BTreeSet::new();
+    let mut p = Vec::new();
+    while let Ok(true) = packets.next_into(&mut p) {
+        let Ok(pkt) = TracePacket::decode(&p[..]) else {
+            continue;
+        };
+        let names = pkt
+            .interned_data
+            .unwrap_or_else(InternedData::default)
+            .debug_annotation_names;
+        out.extend(names.into_iter().filter_map(|n| n.name));
+    }
+    out
+}
+
+/// The key iids the packets of a file use.
+fn used_key_iids(bytes: &[u8]) -> BTreeSet<u64> {
+    let mut packets = ExpandedPackets::new(bytes);
+    let mut out = BTreeSet::new();
+    let mut p = Vec::new();
+    while let Ok(true) = packets.next_into(&mut p) {
+        let Ok(pkt) = TracePacket::decode(&p[..]) else {
+            continue;
+        };
+        if let Some(te) = pkt.track_event {
+            out.extend(te.debug_annotations.iter().filter_map(|d| d.name_iid));
+        }
+    }
+    out
+}
+
+/// Writes `input` (with drops and the final statistics `stats`) into `path`, rotating at
+/// `max_file_size`; the files.
+fn write(
+    path: &std::path::Path,
+    max_file_size: u64,
+    input: &[TimelineRecord],
+    stats: &FinalStats,
+) -> Vec<std::path::PathBuf> {
+    let mut rec = Recorder::create_with(
+        RecorderConfig {
+            path: Some(path.to_path_buf()),
+            max_file_size,
+            ..config(None, None)
+        },
+        false,
+    )
+    .expect("create");
+    for r in input {
+        rec.write(r).expect("write");
+    }
+    rec.record_drops(T0 + 2_000_000_000, 5).expect("drops");
+    rec.finish(stats).expect("finish")
+}
+
+/// The JSON lines of the events and annotations among `records`, sorted.
+fn lines<'a>(records: impl Iterator<Item = crate::json::Line<'a>>) -> Vec<String> {
+    let mut v: Vec<String> = records
+        .map(|l| serde_json::to_string(&l).expect("json"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_op_argument_and_record_kind_reads_back_equal() {
+    let dir = tmp_dir("vocab");
+    let input = everything();
+    let stats = FinalStats {
+        events: vec![("cuda".into(), 30)],
+        drops: vec![("ring_full_cuda".into(), 5)],
+        rejected: vec![("bad_key".into(), 1)],
+        recorder: Vec::new(),
+    };
+    let want = lines(input.iter().map(|r| match r {
+        TimelineRecord::Event(e) => crate::json::Line::of_event(e),
+        TimelineRecord::Annotation(a) => crate::json::Line::Annotation(a),
+    }));
+    let (mut declared, mut used) = (BTreeSet::new(), BTreeSet::new());
+    // One file; and small files, where the label state open across a rotation is re-opened
+    // as `continued`.
+    for (name, max_file_size, rotated) in [
+        ("one.pftrace", u64::MAX, false),
+        ("small.pftrace", 2_500, true),
+    ] {
+        let files = write(&dir.join(name), max_file_size, &input, &stats);
+        assert_eq!(files.len() > 1, rotated, "{name}: {files:?}");
+        let out = read_all(files.clone());
+        // Events and annotations: exactly the input's, in the form both sides print.
+        assert_eq!(
+            lines(out.iter().filter_map(crate::json::Line::of_record)),
+            want
+        );
+        let annotations: Vec<&AnnotationRecord> = out
+            .iter()
+            .filter_map(|r| match r {
+                ReadRecord::Annotation(a) => Some(a),
+                _ => None,
+            })
+            .collect();
+        let input_annotations: Vec<&AnnotationRecord> = input
+            .iter()
+            .filter_map(|r| match r {
+                TimelineRecord::Annotation(a) => Some(a),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(annotations, input_annotations, "{name}");
+        let written = out.iter().find_map(|r| match r {
+            ReadRecord::Statistics(s) => Some(s.clone()),
+            _ => None,
+        });
+        let recorder = written
+            .as_ref()
+            .map(|s| s.recorder.clone())
+            .unwrap_or_default();
+        assert_eq!(
+            written,
+            Some(FinalStats {
+                recorder,
+                ..stats.clone()
+            }),
+            "{name}"
+        );
+        for kind in ["Session", "Counter", "LabelState"] {
+            assert!(
+                out.iter().any(|r| format!("{r:?}").starts_with(kind)),
+                "{name}: no {kind}"
+            );
+        }
+        if !rotated {
+            assert!(
+                out.iter()
+                    .any(|r| matches!(r, ReadRecord::Cuda(c) if c.clamped_from_ns.is_some())),
+                "the clamped call"
+            );
+        }
+        for f in &files {
+            let bytes = std::fs::read(f).expect("read");
+            declared.extend(declared_keys(&bytes));
+            used.extend(used_key_iids(&bytes));
+        }
+    }
+    // Every key of the table is declared, and every one but the older recordings' launch
+    // keys is written by some record.
+    for k in ArgKey::ALL {
+        assert!(declared.contains(k.text()), "{k:?} is not declared");
+    }
+    let legacy = [ArgKey::Func, ArgKey::Grid, ArgKey::Block, ArgKey::SharedMem];
+    for k in ArgKey::ALL {
+        if !legacy.contains(k) {
+            assert!(used.contains(&k.iid()), "no record writes {k:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
