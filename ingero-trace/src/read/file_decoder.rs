@@ -111,7 +111,10 @@ impl FileDecoder {
     }
 
     /// Packets the fast path's byte-layout match decoded so far.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "only the tests count fast-path packets")
+    )]
     pub(crate) fn layout_packets(&self) -> u64 {
         self.dec.layout_hits()
     }
