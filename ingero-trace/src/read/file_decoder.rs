@@ -44,6 +44,7 @@ impl Default for FileDecoder {
 }
 
 impl FileDecoder {
+    /// A decoder at the start of a file, with no helper thread and skim mode off.
     pub fn new() -> FileDecoder {
         FileDecoder::with_paths(Paths::All)
     }
