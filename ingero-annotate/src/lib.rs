@@ -16,6 +16,11 @@
 //!
 //! It knows nothing of the agent.
 
+// The public API is the contract every client builds on: every public item says what it
+// means. Set here rather than in [workspace.lints] because Cargo cannot add a lint to one crate
+// on top of `workspace = true`; "warn" is an error in CI, which runs clippy with -D warnings.
+#![warn(missing_docs)]
+
 pub mod charclass;
 mod encode;
 pub mod keys;

@@ -45,7 +45,7 @@ pub fn connect_nonblocking(path: &Path) -> io::Result<OwnedFd> {
     for (dst, src) in addr.sun_path.iter_mut().zip(bytes) {
         *dst = *src as libc::c_char;
     }
-    let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
+    let len = size_of::<libc::sa_family_t>() + bytes.len() + 1;
     // SAFETY: `addr` is a properly initialised sockaddr_un, `len` does not
     // exceed its size, and `fd` is a valid socket.
     let rc = unsafe {

@@ -61,5 +61,5 @@ pub struct Config {
     pub _pad: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<TracepointLayout>() == 64);
-const _: () = assert!(core::mem::size_of::<Config>() == 80);
+const _: () = assert!(size_of::<TracepointLayout>() == 64);
+const _: () = assert!(size_of::<Config>() == 80);

@@ -9,7 +9,7 @@ mod programs;
 
 #[cfg(not(test))]
 #[panic_handler]
-fn panic(_info: &core::panic::PanicInfo) -> ! {
+fn panic(_info: &core::panic::PanicInfo<'_>) -> ! {
     // SAFETY: eBPF programs cannot panic at run time (the verifier rejects unbounded code); this
     // handler only satisfies the linker and is never reached.
     unsafe { core::hint::unreachable_unchecked() }

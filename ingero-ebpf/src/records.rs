@@ -159,8 +159,8 @@ pub struct ProcessRecord {
     pub filename: [u8; FILENAME_LEN],
 }
 
-const _: () = assert!(core::mem::size_of::<RecordHeader>() == 48);
-const _: () = assert!(core::mem::size_of::<CudaRecord>() == 48 + 16 + 8 * MAX_ARGS);
-const _: () = assert!(core::mem::size_of::<OffCpuRecord>() == 48 + 24 + COMM_LEN);
-const _: () = assert!(core::mem::size_of::<ProcessRecord>() == 48 + 16 + FILENAME_LEN);
+const _: () = assert!(size_of::<RecordHeader>() == 48);
+const _: () = assert!(size_of::<CudaRecord>() == 48 + 16 + 8 * MAX_ARGS);
+const _: () = assert!(size_of::<OffCpuRecord>() == 48 + 24 + COMM_LEN);
+const _: () = assert!(size_of::<ProcessRecord>() == 48 + 16 + FILENAME_LEN);
 const _: () = assert!(ALLOC_PTR_SLOT < MAX_ARGS && FREE_SIZE_SLOT < MAX_ARGS);

@@ -29,4 +29,5 @@ impl Hasher for FastHasher {
     }
 }
 
+/// A `HashMap` with [`FastHasher`]: for integer keys no one outside can choose.
 pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;

@@ -48,10 +48,12 @@ pub fn fold_machine_id(h: u32) -> u32 {
     ((h ^ (h >> MACHINE_ID_BITS)) & mask).max(1)
 }
 
+/// This host's name (`/proc/sys/kernel/hostname`), or `unknown`.
 pub fn host_name() -> String {
     read_trimmed("/proc/sys/kernel/hostname").unwrap_or_else(|| "unknown".into())
 }
 
+/// The running kernel's release (`/proc/sys/kernel/osrelease`, as `uname -r`), or `unknown`.
 pub fn kernel_release() -> String {
     read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_else(|| "unknown".into())
 }

@@ -6,6 +6,11 @@
 //! through [`read::TraceReader`]. It depends on neither aya nor tokio, so tools that only read
 //! recordings do not compile the agent.
 
+// The public API is the recording format other tools build on: every public item says what it
+// means. Set here rather than in [workspace.lints] because Cargo cannot add a lint to one crate
+// on top of `workspace = true`; "warn" is an error in CI, which runs clippy with -D warnings.
+#![warn(missing_docs)]
+
 pub mod clock;
 pub mod fast_map;
 pub mod host;

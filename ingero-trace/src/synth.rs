@@ -28,6 +28,7 @@ pub const SCENARIO_T0: u64 = 1_000_000_000_000;
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;
 
+/// A task of the synthetic workloads, on CPU `tid % 4`, in cgroup 4242.
 pub fn task(pid: u32, tid: u32, comm: &str) -> Task {
     Task {
         pid,
@@ -38,6 +39,7 @@ pub fn task(pid: u32, tid: u32, comm: &str) -> Task {
     }
 }
 
+/// A CUDA call of `t` from `ts_ns`, lasting `duration_ns`, returning `ret`.
 pub fn cuda(
     t: Task,
     ts_ns: u64,
@@ -56,6 +58,7 @@ pub fn cuda(
     }))
 }
 
+/// A lifecycle event of `t` at `ts_ns`, with its fork flags known.
 pub fn lifecycle(t: Task, ts_ns: u64, op: ProcessOp, other_pid: u32, text: &str) -> TimelineRecord {
     TimelineRecord::Event(Event::Process(ProcessEvent {
         ts_ns,
@@ -94,6 +97,8 @@ fn annotation(
     })
 }
 
+/// A kernel launch's arguments: a `grid`×1×1 grid of 256-thread blocks on `stream`, with a
+/// function address that differs per grid size.
 pub fn launch_args(grid: u32, stream: u64) -> CudaArgs {
     CudaArgs::Launch {
         func: 0x5555_0000_1000 + u64::from(grid),

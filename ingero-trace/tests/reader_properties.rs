@@ -32,6 +32,10 @@
 //! with small `restart_bytes`, so that a file holds many containers and restarts.
 //!
 //! Sized for `cargo test --release` in CI: a few seconds on two cores.
+#![allow(
+    clippy::expect_used,
+    reason = "helpers of the properties, outside #[test] functions: a failed step is a failed test"
+)]
 
 mod common;
 

@@ -57,7 +57,7 @@ macro_rules! ring_records {
 ring_records!(RecordHeader, CudaRecord, OffCpuRecord, ProcessRecord);
 
 fn read<T: RingRecord>(bytes: &[u8], kind: u16) -> Result<T, DecodeError> {
-    let expected = std::mem::size_of::<T>();
+    let expected = size_of::<T>();
     if bytes.len() < expected {
         return Err(DecodeError::WrongSize {
             kind,
@@ -82,7 +82,7 @@ fn task(h: &RecordHeader) -> Task {
 
 /// Decodes one ring buffer record.
 pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
-    if bytes.len() < std::mem::size_of::<RecordHeader>() {
+    if bytes.len() < size_of::<RecordHeader>() {
         return Err(DecodeError::Short(bytes.len()));
     }
     let header: RecordHeader = read(bytes, 0)?;
@@ -146,9 +146,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
 pub fn record_bytes<T: RingRecord>(record: &T) -> &[u8] {
     // SAFETY: `T: RingRecord` has no padding, so all `size_of::<T>()` bytes behind the
     // reference are initialised and may be read as `u8` for the reference's lifetime.
-    unsafe {
-        std::slice::from_raw_parts((record as *const T).cast::<u8>(), std::mem::size_of::<T>())
-    }
+    unsafe { std::slice::from_raw_parts((record as *const T).cast::<u8>(), size_of::<T>()) }
 }
 
 #[cfg(test)]

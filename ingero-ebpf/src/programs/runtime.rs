@@ -53,8 +53,8 @@ fn frames_of(pid_tgid: u64) -> Option<*mut ThreadFrames> {
     // SAFETY: the per-CPU template is only touched by this program on this CPU; its frames are
     // never read before being written, so only `depth` needs resetting.
     unsafe { (*template).depth = 0 };
-    // SAFETY: `template` points at a live map value of the right type.
     if THREAD_FRAMES
+        // SAFETY: `template` points at a live map value of the right type.
         .insert(&pid_tgid, unsafe { &*template }, 0)
         .is_err()
     {

@@ -24,7 +24,9 @@ pub use event::EventView;
 
 /// One line: an event or an annotation, with the labels in force when a reader knows them.
 pub enum Line<'a> {
+    /// A CUDA call, off-CPU interval or lifecycle event (`type`: `cuda`, `sched`, `process`).
     Event(EventView<'a>),
+    /// An annotation, in its own shape (`type`: `annotation`).
     Annotation(&'a AnnotationRecord),
 }
 
@@ -47,7 +49,10 @@ impl<'a> Line<'a> {
 /// A [`Line`] with the labels in force (`query --events`): added as `labels` to an event; an
 /// annotation's line already carries its own labels under that key.
 pub struct Labeled<'a> {
+    /// The event or annotation.
     pub line: Line<'a>,
+    /// The labels in force at an event (key to value), written as its `labels`; `None`
+    /// writes none. An annotation's line carries its own labels and ignores these.
     pub labels: Option<&'a Map<String, Value>>,
 }
 

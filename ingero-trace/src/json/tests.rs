@@ -12,7 +12,7 @@ use crate::read::{TimeRange, TraceReader};
 use crate::synth;
 use crate::write::{Recorder, RecorderConfig};
 
-fn write_event(out: &mut Vec<u8>, e: &Event) -> std::io::Result<()> {
+fn write_event(out: &mut Vec<u8>, e: &Event) -> io::Result<()> {
     write_line(out, &Line::of_event(e))
 }
 
@@ -215,7 +215,7 @@ fn labels_come_last_on_events_only() {
         text.ends_with(r#""args":{},"labels":{"step":"7"}}"#),
         "{text}"
     );
-    let a = crate::model::AnnotationRecord {
+    let a = AnnotationRecord {
         labels: vec![("step".into(), "8".into())],
         ..Default::default()
     };

@@ -2,18 +2,26 @@
 
 use std::borrow::Cow;
 
-/// `cudaMemcpyKind`.
+/// The direction of a copy: CUDA's `cudaMemcpyKind` argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MemcpyKind {
+    /// `cudaMemcpyHostToHost` (0): host memory to host memory (`H2H`).
     HostToHost,
+    /// `cudaMemcpyHostToDevice` (1): host memory to the GPU (`H2D`).
     HostToDevice,
+    /// `cudaMemcpyDeviceToHost` (2): the GPU to host memory (`D2H`).
     DeviceToHost,
+    /// `cudaMemcpyDeviceToDevice` (3): within or between GPUs (`D2D`).
     DeviceToDevice,
+    /// `cudaMemcpyDefault` (4): the runtime infers the direction from the pointers (unified
+    /// virtual addressing), so the recording does not know it.
     Default,
+    /// A value CUDA does not define (or a newer one), kept as the call passed it.
     Unknown(u64),
 }
 
 impl MemcpyKind {
+    /// The kind of the raw `cudaMemcpyKind` value a call passed.
     pub fn from_raw(v: u64) -> Self {
         match v {
             0 => Self::HostToHost,
@@ -60,10 +68,15 @@ impl MemcpyKind {
 /// A kernel launch's configuration, as carried by the `launch` argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LaunchConfig {
+    /// The kernel's host-side function address, as passed to the launch call.
     pub func: u64,
+    /// Grid dimensions in blocks, `[x, y, z]`.
     pub grid: [u32; 3],
+    /// Block dimensions in threads, `[x, y, z]`.
     pub block: [u32; 3],
+    /// Dynamic shared memory per block, in bytes.
     pub shared_mem: u64,
+    /// The `cudaStream_t` handle the kernel was queued on (0: the default stream).
     pub stream: u64,
 }
 
@@ -73,49 +86,87 @@ pub enum CudaArgs {
     /// cudaMalloc, cudaMallocManaged, cudaMallocAsync. `ptr` is the resolved device pointer
     /// (only on success).
     Alloc {
+        /// Bytes requested.
         size: u64,
+        /// The device pointer the call returned; `None` when it failed.
         ptr: Option<u64>,
+        /// The stream of the async form; `None` for the synchronous ones.
         stream: Option<u64>,
     },
     /// cudaFree, cudaFreeAsync. `size` is what the freed allocation held, when it was seen.
     Free {
+        /// The device pointer freed.
         ptr: u64,
+        /// Bytes the allocation held; `None` when the probes had not seen it allocated (made
+        /// before tracing started, for one).
         size: Option<u64>,
+        /// The stream of the async form; `None` for `cudaFree`.
         stream: Option<u64>,
     },
     /// cudaMallocHost, cudaHostAlloc.
-    HostAlloc { size: u64 },
+    HostAlloc {
+        /// Bytes of pinned host memory requested.
+        size: u64,
+    },
     /// cudaFreeHost.
-    HostFree { ptr: u64 },
+    HostFree {
+        /// The pinned host pointer freed.
+        ptr: u64,
+    },
     /// cudaLaunchKernel, cudaLaunchCooperativeKernel, cudaLaunchKernelExC.
     Launch {
+        /// The kernel's host-side function address.
         func: u64,
+        /// Grid dimensions in blocks, `[x, y, z]`.
         grid: [u32; 3],
+        /// Block dimensions in threads, `[x, y, z]`.
         block: [u32; 3],
+        /// Dynamic shared memory per block, in bytes.
         shared_mem: u64,
+        /// The `cudaStream_t` handle (0: the default stream).
         stream: u64,
     },
     /// cudaGraphLaunch.
-    GraphLaunch { graph_exec: u64, stream: u64 },
+    GraphLaunch {
+        /// The `cudaGraphExec_t` handle launched.
+        graph_exec: u64,
+        /// The `cudaStream_t` handle (0: the default stream).
+        stream: u64,
+    },
     /// cudaMemcpy family. `width`/`height` only for the 2D forms (count = width × height).
     Memcpy {
+        /// Bytes copied.
         count: u64,
+        /// The direction the caller passed.
         kind: MemcpyKind,
+        /// The stream of the async forms; `None` for the synchronous ones.
         stream: Option<u64>,
+        /// The 2D forms' width in bytes and height in rows; `None` for the 1D forms.
         width_height: Option<(u64, u64)>,
     },
     /// cudaMemcpyPeer, cudaMemcpyPeerAsync.
     MemcpyPeer {
+        /// Bytes copied.
         count: u64,
+        /// The destination device's ordinal.
         dst_device: i32,
+        /// The source device's ordinal.
         src_device: i32,
+        /// The stream of the async form; `None` for `cudaMemcpyPeer`.
         stream: Option<u64>,
     },
     /// cudaMemset, cudaMemsetAsync.
-    Memset { count: u64, stream: Option<u64> },
+    Memset {
+        /// Bytes set.
+        count: u64,
+        /// The stream of the async form; `None` for `cudaMemset`.
+        stream: Option<u64>,
+    },
     /// cudaStreamSynchronize (`stream`), cudaEventSynchronize (`event`), cudaDeviceSynchronize.
     Sync {
+        /// The stream waited for (cudaStreamSynchronize); `None` for the other two.
         stream: Option<u64>,
+        /// The `cudaEvent_t` waited for (cudaEventSynchronize); `None` for the other two.
         event: Option<u64>,
     },
 }

@@ -12,10 +12,12 @@ impl Comm {
     /// No name.
     pub const EMPTY: Comm = Comm([0; COMM_LEN]);
 
+    /// The name as the kernel reports it: NUL-padded bytes.
     pub fn new(raw: [u8; COMM_LEN]) -> Self {
         Comm(raw)
     }
 
+    /// A name from text, cut to the kernel's 15 bytes (a cut character reads back replaced).
     pub fn from_str_lossy(s: &str) -> Self {
         let mut raw = [0u8; COMM_LEN];
         let n = s.len().min(COMM_LEN - 1);
@@ -41,9 +43,14 @@ impl std::fmt::Debug for Comm {
 pub struct Task {
     /// Thread group id.
     pub pid: u32,
+    /// Kernel thread id (equal to `pid` on the process's main thread).
     pub tid: u32,
+    /// The thread's name when the event happened.
     pub comm: Comm,
+    /// The task's cgroup v2 id (tells containers and systemd units apart).
     pub cgroup_id: u64,
+    /// The CPU the event was recorded on: where a CUDA call returned, where an off-CPU thread
+    /// ran again.
     pub cpu: u32,
 }
 
@@ -52,25 +59,34 @@ pub struct Task {
 pub struct CudaCall {
     /// CLOCK_MONOTONIC entry time.
     pub ts_ns: u64,
+    /// Nanoseconds from entry to return.
     pub duration_ns: u64,
+    /// The calling thread.
     pub task: Task,
+    /// The CUDA runtime function (per-thread-stream variants under their base name).
     pub op: CudaOp,
     /// `cudaError_t`.
     pub ret: i32,
+    /// The arguments, named per op.
     pub args: CudaArgs,
 }
 
 /// A traced thread's time off the CPU.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OffCpu {
-    /// Switch-out time.
+    /// Switch-out time (CLOCK_MONOTONIC ns).
     pub ts_ns: u64,
+    /// Nanoseconds until the thread ran again.
     pub duration_ns: u64,
+    /// The traced thread that left the CPU.
     pub task: Task,
+    /// Preempted while runnable, or blocked (slept or waited).
     pub reason: OffCpuReason,
+    /// The scheduler's `prev_state` at switch-out, as the `sched_switch` tracepoint reported it.
     pub prev_state: i64,
     /// The thread that ran instead.
     pub next_tid: u32,
+    /// The name of the thread that ran instead.
     pub next_comm: Comm,
 }
 
@@ -78,9 +94,11 @@ crate::vocab::words! {
     /// A process or thread lifecycle event; its text is the instant's name in recordings and
     /// the `op` of `--json`.
     pub enum ProcessOp {
+        /// The process executed a new program.
         Exec = "exec",
         /// The whole process ended (its last thread exited).
         Exit = "exit",
+        /// One thread ended; the process goes on.
         ThreadExit = "thread_exit",
         /// A new process.
         Fork = "fork",
@@ -92,27 +110,34 @@ crate::vocab::words! {
 /// Process or thread lifecycle.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProcessEvent {
+    /// When it happened (CLOCK_MONOTONIC ns).
     pub ts_ns: u64,
     /// Exec/exit: the task itself. Fork/thread start: the parent.
     pub task: Task,
+    /// What happened.
     pub op: ProcessOp,
-    /// Fork/thread start: the child's tid. Exec: the pid before exec.
+    /// Fork/thread start: the child's tid. Exec: the pid before exec. Exits: 0.
     pub other_pid: u32,
     /// False when the fork's clone flags were missed, so fork versus thread is a guess.
     pub clone_flags_known: bool,
-    /// Exec: the file. Fork: the child's name.
+    /// Exec: the file. Fork: the child's name. Exits: empty.
     pub text: String,
 }
 
 /// Everything the probes report.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
+    /// A CUDA runtime call, reported at its return.
     Cuda(CudaCall),
+    /// An interval a traced thread spent off the CPU, reported when it runs again.
     OffCpu(OffCpu),
+    /// A process or thread lifecycle event.
     Process(ProcessEvent),
 }
 
 impl Event {
+    /// When the event began (CLOCK_MONOTONIC ns): call entry, switch-out, or the lifecycle
+    /// moment.
     pub fn ts_ns(&self) -> u64 {
         match self {
             Event::Cuda(e) => e.ts_ns,
@@ -121,6 +146,7 @@ impl Event {
         }
     }
 
+    /// The task the event belongs to (a fork's parent).
     pub fn task(&self) -> &Task {
         match self {
             Event::Cuda(e) => &e.task,
@@ -131,6 +157,7 @@ impl Event {
 }
 
 impl CudaCall {
+    /// The op's canonical CUDA name (`cudaMalloc`), as users see it.
     pub fn op_name(&self) -> &'static str {
         self.op.name()
     }

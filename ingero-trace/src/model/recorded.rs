@@ -12,7 +12,9 @@ use crate::model::{CudaArgs, ProcessOp};
 /// The thread a record happened on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadRef {
+    /// Thread group id (the process).
     pub pid: u32,
+    /// Kernel thread id.
     pub tid: u32,
     /// The thread's name as recorded in its descriptor, shared with the reader's track table
     /// (records of one thread do not each copy it).
@@ -22,12 +24,18 @@ pub struct ThreadRef {
 /// One CUDA runtime call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CudaCallRecord {
+    /// Entry time (CLOCK_MONOTONIC ns).
     pub ts_ns: u64,
+    /// Nanoseconds the slice lasts in the file: the call's duration unless the writer clamped
+    /// it (see `clamped_from_ns` and [`Self::real_duration_ns`]).
     pub duration_ns: u64,
+    /// The calling thread.
     pub thread: ThreadRef,
+    /// The CUDA runtime function.
     pub op: CudaOp,
     /// `cudaError_t` (0: success).
     pub ret: i32,
+    /// The arguments, named per op.
     pub args: CudaArgs,
     /// Set when the writer shortened the slice to keep its track nested: the real duration.
     pub clamped_from_ns: Option<u64>,
@@ -47,13 +55,20 @@ impl CudaCallRecord {
 /// One interval a traced thread spent off the CPU.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OffCpuRecord {
+    /// Switch-out time (CLOCK_MONOTONIC ns).
     pub ts_ns: u64,
+    /// Nanoseconds the slice lasts in the file: the time off the CPU unless the writer clamped
+    /// it (see `clamped_from_ns`).
     pub duration_ns: u64,
+    /// The traced thread that left the CPU.
     pub thread: ThreadRef,
+    /// Preempted while runnable, or blocked (slept or waited).
     pub reason: OffCpuReason,
+    /// The scheduler's `prev_state` at switch-out.
     pub prev_state: i64,
     /// Who ran instead.
     pub next_tid: u32,
+    /// The name of the thread that ran instead.
     pub next_comm: String,
     /// The CPU the thread ran on again.
     pub cpu: u32,
@@ -63,14 +78,20 @@ pub struct OffCpuRecord {
     pub clamped_from_ns: Option<u64>,
 }
 
-/// Process or thread lifecycle (see `decode::ProcessEvent` for what `other_pid` means).
+/// Process or thread lifecycle, as recorded from a [`ProcessEvent`](super::ProcessEvent).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LifecycleRecord {
+    /// When it happened (CLOCK_MONOTONIC ns).
     pub ts_ns: u64,
+    /// Exec/exit: the thread itself. Fork/thread start: the parent.
     pub thread: ThreadRef,
+    /// What happened.
     pub op: ProcessOp,
+    /// Fork/thread start: the child's tid. Exec: the pid before exec. Exits: 0.
     pub other_pid: u32,
+    /// False when the fork's clone flags were missed, so fork versus thread is a guess.
     pub clone_flags_known: bool,
+    /// Exec: the file. Fork: the child's name. Exits: empty.
     pub text: String,
     /// The CPU the event was recorded on.
     pub cpu: u32,
@@ -81,57 +102,83 @@ pub struct LifecycleRecord {
 /// An interval during which a label had one value in a scope (a state slice).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LabelInterval {
-    /// `None`: trace-wide.
+    /// The process the label belongs to; `None`: trace-wide.
     pub scope_pid: Option<u32>,
+    /// The label's key (`step`).
     pub key: String,
+    /// The value it had over the interval (`42`).
     pub value: String,
+    /// When the value was set (CLOCK_MONOTONIC ns).
     pub start_ns: u64,
+    /// When the value changed, was cleared or its process exited, or the file ended (the
+    /// next file continues it, see `continued`).
     pub end_ns: u64,
+    /// Effective uid of the client that set the value.
     pub provenance_uid: u32,
+    /// Pid of the client that set the value, when the kernel could say.
     pub provenance_pid: Option<u32>,
     /// Re-opened at the start of a rotated file (the value was set in an earlier file).
     pub continued: bool,
 }
 
+/// What a [`CounterSample`] counts: the counter track it was read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CounterKind {
     /// Bytes of device memory held by a process (from malloc/free sizes).
-    DeviceMemory { pid: u32 },
+    DeviceMemory {
+        /// The process holding the memory.
+        pid: u32,
+    },
     /// Records written per second of trace time.
     EventsPerSecond,
     /// Total drops reported.
     Drops,
 }
 
+/// One value of a counter track, in force from `ts_ns` until the next sample of its kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CounterSample {
+    /// Which counter.
     pub kind: CounterKind,
+    /// When the counter took this value (CLOCK_MONOTONIC ns).
     pub ts_ns: u64,
+    /// The value, in the counter's unit: bytes, records in the second that ends at `ts_ns`,
+    /// or drops so far.
     pub value: i64,
 }
 
 /// The session packet at the start of each file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionRecord {
+    /// Where the file's timeline starts (CLOCK_MONOTONIC ns): the first record's time in the
+    /// first file, the time of the rotation in the others.
     pub ts_ns: u64,
+    /// The session's description: host, kernel, agent, command line, targets, probes.
     pub info: SessionInfo,
+    /// The recording host's id (what Perfetto tells hosts apart by in merged traces).
     pub machine_id: u32,
     /// 0 for the first file of a session, then 1, 2, … after rotations.
     pub file_index: u64,
+    /// When the session started, as a CLOCK_REALTIME stamp (unix ns).
     pub started_realtime_ns: u64,
 }
 
 /// One item read back from a recording.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ReadRecord {
+    /// The session packet at the start of a file.
     Session(SessionRecord),
+    /// A CUDA call, yielded when its slice ends.
     Cuda(CudaCallRecord),
+    /// An off-CPU interval, yielded when its slice ends.
     OffCpu(OffCpuRecord),
+    /// A process or thread lifecycle instant.
     Lifecycle(LifecycleRecord),
     /// An annotation exactly as written: an instant (`end_ns: None`) or a span.
     Annotation(AnnotationRecord),
     /// A label's value over an interval, derived by the writer from instants.
     LabelState(LabelInterval),
+    /// A counter's new value (device memory, events/s, drops).
     Counter(CounterSample),
     /// The final statistics (last packet of the last file, if the agent exited cleanly).
     Statistics(FinalStats),

@@ -4,9 +4,13 @@
 /// Describes the recording session; written at the start of every file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SessionInfo {
+    /// The recording host's name.
     pub host: String,
+    /// The kernel release (`uname -r`).
     pub kernel: String,
+    /// The version of the agent that wrote the recording.
     pub agent_version: String,
+    /// The agent's command line, its arguments joined by spaces.
     pub command_line: String,
     /// What was traced (pids, libraries), one entry each.
     pub targets: Vec<String>,

@@ -10,6 +10,7 @@ use super::Event;
 /// The process incarnation an annotation is scoped to (`None` on the record: trace-wide).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Scope {
+    /// The process's pid.
     pub pid: u32,
     /// Start time of the process in clock ticks since boot (`/proc/<pid>/stat` field 22).
     pub start_time: u64,
@@ -44,6 +45,7 @@ pub struct AnnotationRecord {
 }
 
 impl AnnotationRecord {
+    /// A span (it has an end) rather than an instant that sets labels.
     pub fn is_span(&self) -> bool {
         self.end_ns.is_some()
     }
@@ -52,7 +54,9 @@ impl AnnotationRecord {
 /// One item on the timeline.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TimelineRecord {
+    /// What a probe reported.
     Event(Event),
+    /// An annotation the agent accepted from a client.
     Annotation(AnnotationRecord),
 }
 

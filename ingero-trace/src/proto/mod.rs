@@ -1,5 +1,5 @@
 //! The protobuf layer of Perfetto's trace format, as ingero uses it: the messages with their
-//! field numbers ([`messages`], one row per field), the enum values ingero writes, varints
+//! field numbers (`messages.rs`, one row per field), the enum values ingero writes, varints
 //! ([`varint`]), the key (tag) bytes derived from the field numbers ([`key1`], [`key2`]), the
 //! hand encoder of the hot messages ([`encode`]) and the allocation-free scanner the reader
 //! walks fields with ([`scan`]). See `shared/reference/perfetto-trace-format.md`.
@@ -14,9 +14,14 @@ pub use messages::*;
 
 /// Protobuf wire types.
 pub mod wire_type {
+    /// A varint: integers, booleans and enums.
     pub const VARINT: u8 = 0;
+    /// Eight little-endian bytes (`fixed64`, `double`).
     pub const FIXED64: u8 = 1;
+    /// Length-delimited: a varint length, then that many bytes (strings, bytes, messages,
+    /// packed repeated fields).
     pub const LEN: u8 = 2;
+    /// Four little-endian bytes (`fixed32`, `float`).
     pub const FIXED32: u8 = 5;
 }
 
@@ -52,8 +57,11 @@ pub const SEQ_NEEDS_INCREMENTAL_STATE: u32 = 2;
 
 /// `BuiltinClock` ids.
 pub mod clock_id {
+    /// CLOCK_REALTIME: wall-clock time (unix ns).
     pub const REALTIME: u32 = 1;
+    /// CLOCK_MONOTONIC: the trace clock of every ingero timestamp.
     pub const MONOTONIC: u32 = 3;
+    /// CLOCK_BOOTTIME: monotonic, counting suspend too (Perfetto's default trace clock).
     pub const BOOTTIME: u32 = 6;
     /// A sequence-scoped clock (64..=127): ingero's incremental MONOTONIC clock.
     pub const INCREMENTAL_MONOTONIC: u32 = 64;
@@ -61,15 +69,21 @@ pub mod clock_id {
 
 /// `TrackEvent.Type`.
 pub mod event_type {
+    /// Opens a slice on its track (a CUDA call, an off-CPU interval, a label state, a span).
     pub const SLICE_BEGIN: i32 = 1;
+    /// Closes the innermost open slice on its track.
     pub const SLICE_END: i32 = 2;
+    /// An event without duration (lifecycle, annotations, session, statistics).
     pub const INSTANT: i32 = 3;
+    /// A new value of a counter track.
     pub const COUNTER: i32 = 4;
 }
 
 /// `CounterDescriptor.Unit`.
 pub mod counter_unit {
+    /// A plain count (events/s, drops).
     pub const COUNT: i32 = 2;
+    /// Bytes (device memory).
     pub const SIZE_BYTES: i32 = 3;
 }
 

@@ -19,12 +19,16 @@ impl std::fmt::Display for Malformed {
 
 impl std::error::Error for Malformed {}
 
+/// What the scanner's fallible calls return.
 pub type Result<T> = std::result::Result<T, Malformed>;
 
-/// Protobuf wire types.
+/// Protobuf wire types (as in [`super::wire_type`]).
 pub const VARINT: u8 = 0;
+/// Eight little-endian bytes.
 pub const FIXED64: u8 = 1;
+/// A varint length, then that many bytes.
 pub const LEN: u8 = 2;
+/// Four little-endian bytes.
 pub const FIXED32: u8 = 5;
 
 /// A cursor over one message's bytes.
@@ -37,9 +41,13 @@ pub struct Cur<'a> {
 /// One field's value as found on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wire<'a> {
+    /// A varint, as its unsigned value (zigzag and sign are the field type's business).
     Varint(u64),
+    /// Eight little-endian bytes.
     Fixed64(u64),
+    /// Four little-endian bytes.
     Fixed32(u32),
+    /// A length-delimited field's bytes (a string, bytes, a message or a packed array).
     Len(&'a [u8]),
 }
 
@@ -65,6 +73,7 @@ impl<'a> Wire<'a> {
 }
 
 impl<'a> Cur<'a> {
+    /// A cursor at the start of `b`, one message's bytes.
     #[inline]
     pub fn new(b: &'a [u8]) -> Self {
         Cur { b, i: 0 }
@@ -76,11 +85,13 @@ impl<'a> Cur<'a> {
         self.i
     }
 
+    /// Whether every byte of the message has been read.
     #[inline]
     pub fn at_end(&self) -> bool {
         self.i >= self.b.len()
     }
 
+    /// Reads one varint; an error when it runs past the message or over 10 bytes.
     #[inline(always)]
     pub fn varint(&mut self) -> Result<u64> {
         // One- and two-byte values (tags, small ids, flags, most timestamp deltas) are the

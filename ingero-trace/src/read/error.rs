@@ -12,18 +12,36 @@ use crate::proto::scan::Malformed;
 pub enum ReadError {
     /// A recording's directory could not be listed.
     #[error("listing {}: {source}", path.display())]
-    List { path: PathBuf, source: io::Error },
+    List {
+        /// The directory.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
     /// A file could not be opened.
     #[error("opening {}: {source}", path.display())]
-    Open { path: PathBuf, source: io::Error },
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
     /// A file's packets could not be framed.
     #[error("reading {}: {source}", path.display())]
-    Framing { path: PathBuf, source: FramingError },
+    Framing {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with its framing.
+        source: FramingError,
+    },
     /// A packet outside the compressed containers could not be decoded.
     #[error("{} in the packet at offset {offset}: {source}", path.display())]
     Packet {
+        /// The file.
         path: PathBuf,
+        /// The packet's byte offset in the file.
         offset: u64,
+        /// What is wrong with the packet.
         source: PacketError,
     },
 }
@@ -32,22 +50,43 @@ pub enum ReadError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FramingError {
+    /// Reading the bytes failed.
     #[error("reading trace: {0}")]
     Io(#[from] io::Error),
+    /// A packet's length is not a valid varint.
     #[error("malformed varint at offset {offset}")]
-    Varint { offset: u64 },
+    Varint {
+        /// Byte offset of the packet.
+        offset: u64,
+    },
+    /// A packet claims more than the reader's bound on one packet (64 MiB, far above
+    /// anything ingero writes): the file is corrupt.
     #[error("packet of {len} bytes at offset {offset}: the file is corrupt")]
-    TooLarge { len: usize, offset: u64 },
+    TooLarge {
+        /// The length it claims, in bytes.
+        len: usize,
+        /// Byte offset of the packet.
+        offset: u64,
+    },
+    /// A top-level field that is not length-delimited, so not something a trace holds.
     #[error("unexpected top-level field tag {tag:#x} at offset {offset}")]
-    UnexpectedField { tag: u8, offset: u64 },
+    UnexpectedField {
+        /// The field's key byte.
+        tag: u8,
+        /// Byte offset of the field.
+        offset: u64,
+    },
 }
 
 /// A packet that could not be decoded.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PacketError {
+    /// The packet is not valid protobuf.
     #[error("decoding a packet: {0}")]
     Malformed(#[from] Malformed),
+    /// The caller misused [`super::FileDecoder`]: it gave a packet before taking every
+    /// record of the previous container (`pending_into` until `false`).
     #[error("a packet was given before the previous container's records were read")]
     ContainerPending,
 }
@@ -57,16 +96,37 @@ pub enum PacketError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LossReason {
+    /// The container could not be inflated.
     #[error("{0}")]
     Inflate(InflateError),
+    /// An inner packet's framing is cut short or broken.
     #[error("cut or malformed inner packet at byte {at} of the inflated container")]
-    CutInnerPacket { at: usize },
+    CutInnerPacket {
+        /// Where the trouble starts in the inflated container.
+        at: usize,
+    },
+    /// A field other than `Trace.packet` in the container.
     #[error("unexpected field tag {tag:#x} at byte {at} of the inflated container")]
-    UnexpectedField { tag: u8, at: usize },
+    UnexpectedField {
+        /// The field's key byte.
+        tag: u8,
+        /// Where the trouble starts in the inflated container.
+        at: usize,
+    },
+    /// A container inside the container (the format does not nest them).
     #[error("compressed_packets inside compressed_packets at byte {at} of the inflated container")]
-    Nested { at: usize },
+    Nested {
+        /// Where the trouble starts in the inflated container.
+        at: usize,
+    },
+    /// An inner packet is not valid protobuf.
     #[error("inner packet at byte {at} of the inflated container: decoding a packet: {source}")]
-    InnerPacket { at: usize, source: Malformed },
+    InnerPacket {
+        /// Where the trouble starts in the inflated container.
+        at: usize,
+        /// What is wrong with the packet.
+        source: Malformed,
+    },
 }
 
 /// Why a chunk could not be inflated.
@@ -77,5 +137,8 @@ pub enum InflateError {
     Corrupt,
     /// Inflates to more than `limit` bytes (the reader's bound on a packet).
     #[error("compressed_packets: inflates to more than {limit} bytes")]
-    TooLarge { limit: usize },
+    TooLarge {
+        /// The reader's bound on one packet, in bytes.
+        limit: usize,
+    },
 }

@@ -10,6 +10,8 @@ use super::inflate::Inflater;
 use crate::proto::scan::{Cur, Wire};
 use crate::proto::{Trace, TracePacket};
 
+/// Streams a file's packets with each `compressed_packets` container replaced by the packets
+/// inside it, in order.
 pub struct ExpandedPackets<R> {
     inner: PacketReader<R>,
     inf: Inflater,
@@ -25,13 +27,21 @@ pub struct ExpandedPackets<R> {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ExpandError {
+    /// The file's own framing is broken.
     #[error(transparent)]
     Framing(#[from] FramingError),
+    /// A container could not be expanded.
     #[error("the compressed packet at offset {offset}: {reason}")]
-    Container { offset: u64, reason: LossReason },
+    Container {
+        /// File offset of the container.
+        offset: u64,
+        /// Why it could not be read.
+        reason: LossReason,
+    },
 }
 
 impl<R: BufRead> ExpandedPackets<R> {
+    /// Expands the packets of `inner`, a whole trace file from its first byte.
     pub fn new(inner: R) -> Self {
         ExpandedPackets {
             inner: PacketReader::new(inner),

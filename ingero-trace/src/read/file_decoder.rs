@@ -44,6 +44,7 @@ impl Default for FileDecoder {
 }
 
 impl FileDecoder {
+    /// A decoder at the start of a file, with no helper thread and skim mode off.
     pub fn new() -> FileDecoder {
         FileDecoder::with_paths(Paths::All)
     }
@@ -71,7 +72,7 @@ impl FileDecoder {
 
     /// Takes the containers' outputs from `ahead`, a helper inflating the same file from its
     /// start (given before the first packet).
-    pub fn inflate_ahead(&mut self, ahead: InflateAhead) {
+    pub(crate) fn inflate_ahead(&mut self, ahead: InflateAhead) {
         self.ahead = Some(ahead);
     }
 
@@ -111,7 +112,10 @@ impl FileDecoder {
     }
 
     /// Packets the fast path's byte-layout match decoded so far.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "only the tests count fast-path packets")
+    )]
     pub(crate) fn layout_packets(&self) -> u64 {
         self.dec.layout_hits()
     }

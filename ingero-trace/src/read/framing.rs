@@ -14,6 +14,8 @@ type Result<T> = std::result::Result<T, FramingError>;
 /// length cannot make the reader allocate gigabytes.
 pub const MAX_PACKET: usize = 64 << 20;
 
+/// Reads a file's packets one at a time through a buffered reader, each into the caller's
+/// buffer; a packet cut short by the end of the file ends the stream quietly.
 pub struct PacketReader<R> {
     inner: R,
     offset: u64,
@@ -21,6 +23,7 @@ pub struct PacketReader<R> {
 }
 
 impl<R: BufRead> PacketReader<R> {
+    /// Reads the packets of `inner`, a whole trace file from its first byte.
     pub fn new(inner: R) -> Self {
         PacketReader {
             inner,
@@ -122,6 +125,7 @@ pub struct ChunkedPackets<R> {
 }
 
 impl<R: Read> ChunkedPackets<R> {
+    /// Reads the packets of `inner`, a whole trace file from its first byte.
     pub fn new(inner: R) -> Self {
         ChunkedPackets {
             inner,

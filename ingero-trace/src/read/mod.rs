@@ -53,7 +53,7 @@ mod tests;
 #[cfg(test)]
 use decoder::Paths;
 pub use decoder::{ClocksSeen, empty_record};
-pub use error::{FramingError, LossReason, PacketError, ReadError};
+pub use error::{FramingError, InflateError, LossReason, PacketError, ReadError};
 pub use expand::{ExpandError, ExpandedPackets};
 pub use file_decoder::FileDecoder;
 pub use framing::{ChunkedPackets, PacketReader};
@@ -72,11 +72,14 @@ use ahead::InflateAhead;
 /// A closed time range on the trace clock (CLOCK_MONOTONIC ns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimeRange {
+    /// The first nanosecond in the range.
     pub start_ns: u64,
+    /// The last nanosecond in the range.
     pub end_ns: u64,
 }
 
 impl TimeRange {
+    /// The whole clock: every record passes.
     pub fn all() -> TimeRange {
         TimeRange {
             start_ns: 0,
@@ -84,10 +87,13 @@ impl TimeRange {
         }
     }
 
+    /// `[start_ns, end_ns]`, both ends included.
     pub fn new(start_ns: u64, end_ns: u64) -> TimeRange {
         TimeRange { start_ns, end_ns }
     }
 
+    /// Whether the reader keeps `rec`: its interval overlaps the range, or it is a session or
+    /// statistics record (those always pass).
     pub fn admits(&self, rec: &ReadRecord) -> bool {
         if matches!(rec, ReadRecord::Session(_) | ReadRecord::Statistics(_)) {
             return true;
@@ -124,9 +130,11 @@ pub fn recording_files(path: &Path) -> Result<Vec<PathBuf>> {
 /// of its sequences, see `RecorderConfig::restart_bytes`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Damage {
+    /// The file holding the container.
     pub path: PathBuf,
     /// File offset of the container.
     pub offset: u64,
+    /// Why it could not be read.
     pub reason: LossReason,
 }
 
@@ -166,10 +174,15 @@ pub struct TraceReader {
 }
 
 impl TraceReader {
+    /// A reader of the recording at `path` (a file, or a directory of `*.pftrace` files read
+    /// oldest first) yielding the records `range` admits. Fails when the directory cannot
+    /// be listed; files are opened as the reader reaches them.
     pub fn open(path: &Path, range: TimeRange) -> Result<TraceReader> {
         Ok(Self::from_files(recording_files(path)?, range))
     }
 
+    /// A reader of exactly these files, in this order (see [`recording_files`]), yielding the
+    /// records `range` admits.
     pub fn from_files(files: Vec<PathBuf>, range: TimeRange) -> TraceReader {
         TraceReader {
             files: files.into(),

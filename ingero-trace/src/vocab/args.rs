@@ -10,51 +10,82 @@ words! {
         Ret = "ret",
         /// The error's name, for a non-zero `ret` with a known name.
         Error = "error",
+        /// Bytes allocated, or held by the allocation freed.
         Size = "size",
+        /// The pointer allocated (on success) or freed.
         Ptr = "ptr",
+        /// The `cudaStream_t` handle a call was queued on or waited for.
         Stream = "stream",
-        /// Older recordings: the launch configuration as separate arguments.
+        /// Older recordings: the launch configuration as separate arguments; this one the
+        /// kernel's host-side function address.
         Func = "func",
+        /// Older recordings: a launch's grid dimensions (`16x4x1`).
         Grid = "grid",
+        /// Older recordings: a launch's block dimensions (`32x8x1`).
         Block = "block",
+        /// Older recordings: a launch's dynamic shared memory per block, in bytes.
         SharedMem = "shared_mem",
+        /// The `cudaGraphExec_t` handle a graph launch ran.
         GraphExec = "graph_exec",
+        /// Bytes copied or set.
         Count = "count",
+        /// A copy's direction ([`crate::model::MemcpyKind::text`]: `H2D`, …).
         Kind = "kind",
+        /// A 2D copy's width, in bytes.
         Width = "width",
+        /// A 2D copy's height, in rows.
         Height = "height",
+        /// A peer copy's destination device.
         DstDevice = "dst_device",
+        /// A peer copy's source device.
         SrcDevice = "src_device",
+        /// The `cudaEvent_t` handle cudaEventSynchronize waited for.
         Event = "event",
         /// The call's duration before it was clamped to keep slices nested.
         ClampedFromNs = "clamped_from_ns",
-        /// Off-CPU: who ran instead, the state at switch-out. `cpu`: the CPU an off-CPU
-        /// interval ended on, and on slice ends and instants of threads, the CPU when it
-        /// changed.
+        /// Off-CPU: the thread that ran instead.
         NextTid = "next_tid",
+        /// Off-CPU: the name of the thread that ran instead.
         NextComm = "next_comm",
+        /// Off-CPU: the scheduler's `prev_state` at switch-out.
         PrevState = "prev_state",
+        /// The CPU an off-CPU interval ended on, and on slice ends and instants of threads,
+        /// the CPU when it changed.
         Cpu = "cpu",
-        /// Lifecycle: the other task, whether the fork's flags were seen, the file or name.
+        /// Lifecycle: the other task (a fork's child, the pid before an exec).
         OtherPid = "other_pid",
+        /// Lifecycle: whether a fork's clone flags were seen (else fork versus thread is a
+        /// guess).
         CloneFlagsKnown = "clone_flags_known",
+        /// Lifecycle: an exec's file or a fork's child name.
         Text = "text",
-        /// Annotations: who wrote it, and the start time of the process it is scoped to (the
-        /// process is its labels track's).
+        /// Annotations: the effective uid of the client that wrote it.
         ProvenanceUid = "provenance.uid",
+        /// Annotations: the pid of the client that wrote it.
         ProvenancePid = "provenance.pid",
+        /// Annotations: the scoped process's start time (clock ticks since boot), which tells
+        /// incarnations of a reused pid apart (the process is its labels track's).
         ScopeStartTime = "scope.start_time",
         /// A state slice re-opened at the start of a rotated file.
         Continued = "continued",
-        /// The session packet.
+        /// The session packet: the host's name.
         Host = "host",
+        /// The session packet: the kernel release.
         Kernel = "kernel",
+        /// The session packet: the agent's version.
         AgentVersion = "agent_version",
+        /// The session packet: the agent's command line.
         CommandLine = "command_line",
+        /// The session packet: what was traced, one per line.
         Targets = "targets",
+        /// The session packet: the attached probes, one per line.
         Probes = "probes",
+        /// The session packet: the host's id.
         MachineId = "machine_id",
+        /// The session packet: the file's place in its session (0, then 1, 2, … after
+        /// rotations).
         FileIndex = "file_index",
+        /// The session packet: the session's start as a CLOCK_REALTIME stamp (unix ns).
         StartedRealtimeNs = "started_realtime_ns",
         /// A kernel launch's whole configuration as one interned string
         /// ([`super::launch_text`]): one argument per launch instead of four keeps a
@@ -62,13 +93,15 @@ words! {
         Launch = "launch",
         /// The cgroup v2 id of the task (slice ends and instants, when it changed).
         CgroupId = "cgroup_id",
-        /// Annotations: the writer's gid, when the agent received the line, the client's
-        /// CLOCK_REALTIME stamps (an instant's, or a span's start and end) and whether the
-        /// agent stamped it because the client did not.
+        /// Annotations: the effective gid of the client that wrote it.
         ProvenanceGid = "provenance.gid",
+        /// Annotations: when the agent received the line (CLOCK_MONOTONIC ns).
         ReceivedNs = "received_ns",
+        /// Annotations: the client's CLOCK_REALTIME stamp of an instant or of a span's start.
         RealtimeNs = "realtime_ns",
+        /// Annotations: a span's end as a CLOCK_REALTIME stamp.
         EndRealtimeNs = "end_realtime_ns",
+        /// Annotations: the client sent no time, so the agent stamped it on receipt.
         StampedByAgent = "stamped_by_agent",
     }
 }
@@ -100,9 +133,13 @@ pub const LABEL_PREFIX: &str = "labels.";
 words! {
     /// The groups of the final statistics packet: each number is a key `<group><name>`.
     pub enum StatsGroup {
+        /// Events per type ([`crate::model::FinalStats::events`]).
         Events = "events.",
+        /// Drops per reason ([`crate::model::FinalStats::drops`]).
         Drops = "drops.",
+        /// Rejected annotations per reason ([`crate::model::FinalStats::rejected`]).
         Rejected = "rejected.",
+        /// The recorder's own counts ([`crate::model::FinalStats::recorder`]).
         Recorder = "recorder.",
     }
 }

@@ -13,6 +13,7 @@ pub fn dim3(d: [u32; 3]) -> String {
     format!("{}x{}x{}", d[0], d[1], d[2])
 }
 
+/// Parses [`dim3`]'s output; `None` for anything else.
 pub fn parse_dim3(s: &str) -> Option<[u32; 3]> {
     let mut it = s.split('x').map(|p| p.parse::<u32>().ok());
     let d = [it.next()??, it.next()??, it.next()??];

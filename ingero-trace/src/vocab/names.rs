@@ -10,9 +10,13 @@ words! {
         /// CUDA calls that returned an error (successful calls carry no category: one byte
         /// pair less per call, and the name already says it is a CUDA call).
         CudaError = "cuda,error",
+        /// Off-CPU intervals.
         Sched = "sched",
+        /// Process and thread lifecycle instants.
         Process = "process",
+        /// Annotations, label states and spans.
         Annotation = "annotation",
+        /// ingero's own session and statistics instants.
         Ingero = "ingero",
     }
 }
@@ -68,6 +72,7 @@ pub enum EventName {
     OffCpu(OffCpuReason),
     /// A lifecycle instant.
     Lifecycle(ProcessOp),
+    /// One of ingero's own instants.
     Instant(Instant),
 }
 
@@ -81,6 +86,7 @@ impl EventName {
         ops.chain(off).chain(life).chain(instants)
     }
 
+    /// The name as written in a recording.
     pub fn text(self) -> &'static str {
         match self {
             EventName::Op(op) => op.name(),

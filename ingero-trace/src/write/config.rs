@@ -20,6 +20,8 @@ pub const DEFAULT_RESTART_BYTES: u64 = 4 << 20;
 /// The longest trace time between two such restarts, for quiet recordings.
 pub const RESTART_INTERVAL_NS: u64 = 60_000_000_000;
 
+/// How a [`Recorder`](super::Recorder) writes: where, how big its files may grow, how they
+/// are compressed, and the session it describes. `Default` gives the defaults above.
 #[derive(Clone, Debug)]
 pub struct RecorderConfig {
     /// `-o PATH`: the first file's exact path (rotated files get `.1`, `.2`, … before the
@@ -32,6 +34,7 @@ pub struct RecorderConfig {
     pub max_file_size: u64,
     /// Delete the oldest files while the total exceeds this.
     pub max_total_size: u64,
+    /// The session written at the start of every file (see [`SessionInfo::this_host`]).
     pub session: SessionInfo,
     /// Stamp `machine_id` on every packet (what Perfetto uses to tell hosts apart when traces
     /// are merged). Costs 5 bytes per packet before compression (the default id fits 21 bits).

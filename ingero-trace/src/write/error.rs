@@ -12,21 +12,32 @@ pub enum WriteError {
     /// "writing", "syncing", "deleting", "listing", …).
     #[error("{action} {}: {source}", path.display())]
     Io {
+        /// What was being done.
         action: &'static str,
+        /// The file or directory.
         path: PathBuf,
+        /// What the system said.
         source: io::Error,
     },
     /// Handing a file to the invoking user (under sudo) failed.
     #[error("giving {} to uid {uid}: {source}", path.display())]
     Chown {
+        /// The file or directory.
         path: PathBuf,
+        /// The user it was to go to.
         uid: u32,
+        /// What the system said.
         source: io::Error,
     },
+    /// Neither `path` nor `dir` was given, and `HOME` is not set (nor run under sudo), so
+    /// there is no `~/.ingero/traces/` to write to.
     #[error("HOME is not set; pass a directory or -o")]
     NoHome,
+    /// [`RecorderConfig::compression_level`](super::RecorderConfig::compression_level) is out
+    /// of range (0 to 12).
     #[error("compression level {0} is not 0..={max}", max = super::chunk::MAX_LEVEL)]
     CompressionLevel(u32),
+    /// libdeflate could not compress a chunk.
     #[error("compressing a chunk of packets: {0:?}")]
     Compress(libdeflater::CompressionError),
     /// A packet was written while no file was open (after a failed rotation).

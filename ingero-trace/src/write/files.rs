@@ -9,6 +9,7 @@ use std::time::SystemTime;
 
 /// File name prefix and extension of files named by start time; retention only touches these.
 pub const FILE_PREFIX: &str = "ingero-";
+/// The extension of every trace file (Perfetto's); a recording's directory is read by it.
 pub const FILE_EXT: &str = "pftrace";
 
 /// A user to hand files to (the sudo caller).

@@ -13,7 +13,7 @@
 //! - [`RecorderConfig`]: `path` (`-o`), else `dir` (default `~/.ingero/traces/` of the
 //!   invoking user; under sudo `SUDO_USER`'s, files chowned to them), `max_file_size`
 //!   (rotation: bytes written plus the pending chunk's raw size), `max_total_size`
-//!   (retention), [`SessionInfo`], `stamp_machine_id`, `machine_id`, `compression_level`.
+//!   (retention), [`SessionInfo`](crate::model::SessionInfo), `stamp_machine_id`, `machine_id`, `compression_level`.
 //! - [`Recorder::current_path`], [`Recorder::counters`].
 //!
 //! # What a file holds
@@ -45,7 +45,7 @@
 //!   packet plain.
 //! - `machine_id` on every packet (trace_processor routes each packet by its own); the default
 //!   id is folded to 21 bits (a 3-byte varint, see `clocks.rs`).
-//! - A kernel launch carries one argument, `launch` = [`vocab::launch_text`] of its whole
+//! - A kernel launch carries one argument, `launch` = [`crate::vocab::launch_text`] of its whole
 //!   configuration, interned once per distinct configuration.
 
 mod chunk;

@@ -50,13 +50,17 @@ const SEC: u64 = 1_000_000_000;
 /// What the recorder counted (written into the final statistics as `recorder.*`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecorderCounters {
+    /// Records written ([`Recorder::write`] calls).
     pub records: u64,
     /// Records earlier than what was already written: put on the late sequence.
     pub late: u64,
     /// Slices shortened to stay nested on their track.
     pub clamped: u64,
+    /// Files opened: the first one and one per rotation.
     pub files: u64,
+    /// Bytes of the files closed so far (of every file, after [`Recorder::finish`]).
     pub bytes: u64,
+    /// Files retention deleted to keep the total under `max_total_size`.
     pub deleted_files: u64,
 }
 
@@ -189,6 +193,7 @@ impl Recorder {
         self.out.path().unwrap_or(Path::new(""))
     }
 
+    /// What the recorder counted so far.
     pub fn counters(&self) -> RecorderCounters {
         self.counters
     }

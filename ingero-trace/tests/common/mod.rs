@@ -4,7 +4,11 @@
 //!
 //! Each test binary (`reader_properties`, `reader_memory`) uses a part of this, hence the
 //! `dead_code` allowance: the rest is dead in that binary only.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary uses a part of these helpers")]
+#![allow(
+    clippy::expect_used,
+    reason = "test set-up outside #[test] functions: a failed step is a failed test"
+)]
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -232,7 +232,6 @@ impl FastPath {
     }
 
     /// Packets the byte-layout match decoded so far.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(super) fn layout_hits(&self) -> u64 {
         self.layout_hits
     }

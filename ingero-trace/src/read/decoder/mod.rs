@@ -56,7 +56,10 @@ pub fn empty_record() -> ReadRecord {
 /// The decoder's paths, fastest first; each falls back to the next on anything it does not
 /// expect.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(not(test), allow(dead_code))]
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "only the tests choose the slower paths")
+)]
 pub(crate) enum Paths {
     /// The writer's exact packet layouts (`fast.rs`), then the scanner.
     #[default]
@@ -107,7 +110,6 @@ impl Decoder {
     }
 
     /// Packets the byte-layout match decoded so far.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(super) fn layout_hits(&self) -> u64 {
         self.fast.layout_hits()
     }
