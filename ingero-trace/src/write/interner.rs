@@ -154,15 +154,22 @@ impl Interner {
         self.pending = fixed;
     }
 
+    /// The fixed iid of `name` (0 for none, which no fixed name has).
+    #[inline(always)]
     pub fn name(&self, name: EventName) -> u64 {
         match name {
+            // Every CUDA call asks: an array index, kept inline.
             EventName::Op(op) => self.op_iid.get(op as usize).copied().unwrap_or(0),
-            other => self
-                .fixed_names
-                .iter()
-                .position(|n| *n == other)
-                .map_or(0, |i| i as u64 + 1),
+            other => self.other_name(other),
         }
+    }
+
+    #[inline(never)]
+    fn other_name(&self, name: EventName) -> u64 {
+        self.fixed_names
+            .iter()
+            .position(|n| *n == name)
+            .map_or(0, |i| i as u64 + 1)
     }
 
     /// The iid of a dynamic debug-annotation key, or `None` past the cap (write it inline).

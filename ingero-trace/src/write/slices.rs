@@ -77,7 +77,7 @@ pub struct OpenSlices {
 impl OpenSlices {
     /// Opens `[ts, end]` on `track` (an end before `ts` is taken as `ts`) for a thread that ran
     /// `at`.
-    #[inline]
+    #[inline(always)]
     pub fn begin(&mut self, track: u64, ts: u64, end: u64, at: Placement) -> Begun {
         let mut end = end.max(ts);
         let mut clamped_from_ns = None;
@@ -113,6 +113,7 @@ impl OpenSlices {
     }
 
     /// Takes the earliest end, due or not.
+    #[inline(always)]
     pub fn pop(&mut self) -> Option<DueEnd> {
         let d = self.due.pop()?;
         let Reverse((end, _)) = d.key;
