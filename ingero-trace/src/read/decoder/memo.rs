@@ -71,12 +71,10 @@ impl Key {
         }
     }
 
-    /// The first of the two slots of the key's set.
     #[inline(always)]
-    fn set(&self) -> usize {
+    fn slot(&self) -> usize {
         let h = self.w[0] ^ self.w[1].rotate_left(17) ^ self.w[2].rotate_left(31) ^ self.w[3];
-        let set = (h ^ self.len as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BITS + 1);
-        (set as usize) * WAYS
+        ((h ^ self.len as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BITS)) as usize
     }
 }
 
@@ -112,14 +110,9 @@ impl LongKey {
     }
 }
 
-/// 256 entries in sets of [`WAYS`]: with 64 direct-mapped entries, the launches of a
-/// two-thread recording (a few shapes per thread, begin and end) collided often enough to send
-/// one packet in twenty down the layout match; direct-mapped, even 256 let two hot packets
-/// that happen to hash alike evict each other on every turn (one file in the analysis
-/// benchmark: 59,000 misses in a million packets instead of 3,000).
+/// 256 entries: with 64, the launches of a two-thread recording (a few shapes per thread,
+/// begin and end) collided often enough to send one packet in twenty down the layout match.
 const BITS: u32 = 8;
-/// Entries per set: the most recently stored first.
-const WAYS: usize = 2;
 /// Long keys are rarer (memcpy, event and stream calls with their arguments).
 const LONG_BITS: u32 = 6;
 
@@ -127,8 +120,7 @@ const LONG_BITS: u32 = 6;
 /// leave theirs behind) the memo starts over.
 const MAX_BODIES: usize = 4 << BITS;
 
-/// A table of two-entry sets (short keys) and a direct-mapped one (long keys): a collision
-/// replaces the older entry.
+/// A direct-mapped table: a collision replaces the older entry.
 pub(super) struct Memo {
     slots: Vec<Option<(Key, Action)>>,
     long: Vec<Option<(LongKey, Action)>>,
@@ -152,11 +144,10 @@ impl Memo {
         let Some(k) = Key::of(rest) else {
             return self.get_long(rest);
         };
-        let set = self.slots.get(k.set()..k.set() + WAYS)?;
-        set.iter().find_map(|e| match e {
-            Some((key, a)) if *key == k => Some(*a),
+        match self.slots.get(k.slot()) {
+            Some(Some((key, a))) if *key == k => Some(*a),
             _ => None,
-        })
+        }
     }
 
     #[inline(never)]
@@ -171,17 +162,8 @@ impl Memo {
     #[inline(always)]
     pub fn put(&mut self, rest: &[u8], a: Action) {
         if let Some(k) = Key::of(rest) {
-            let at = k.set();
-            if let Some(set) = self.slots.get_mut(at..at + WAYS) {
-                // The key's own entry is replaced where it is; a new key goes first and
-                // pushes the older entry out.
-                match set.iter().position(|e| e.is_some_and(|(key, _)| key == k)) {
-                    Some(i) => set[i] = Some((k, a)),
-                    None => {
-                        set.rotate_right(1);
-                        set[0] = Some((k, a));
-                    }
-                }
+            if let Some(s) = self.slots.get_mut(k.slot()) {
+                *s = Some((k, a));
             }
         } else if let Some(k) = LongKey::of(rest) {
             if let Some(s) = self.long.get_mut(k.slot()) {
