@@ -4,7 +4,9 @@
 words! {
     /// A debug-annotation key with a fixed iid: [`ArgKey::iid`] is its place in this table
     /// (from 1), declared in every sequence's first packet. The reader resolves a key by its
-    /// text, so the order only matters to the bytes written; new keys go last.
+    /// text, so the order only matters to the bytes written; still, a key keeps its place (new
+    /// keys go last, or into the place of a removed one), so files stay byte for byte what
+    /// they were and the reader's memo of repeated packets sees the same bytes.
     pub enum ArgKey {
         /// `cudaError_t` of a CUDA call (absent: success).
         Ret = "ret",
@@ -63,6 +65,10 @@ words! {
         ProvenanceUid = "provenance.uid",
         /// Annotations: the pid of the client that wrote it.
         ProvenancePid = "provenance.pid",
+        /// The cgroup v2 id of the task (slice ends and instants, when it changed). In the
+        /// place of a key no record wrote (`scope.pid`), so the iids after it stay what older
+        /// recordings used.
+        CgroupId = "cgroup_id",
         /// Annotations: the scoped process's start time (clock ticks since boot), which tells
         /// incarnations of a reused pid apart (the process is its labels track's).
         ScopeStartTime = "scope.start_time",
@@ -91,8 +97,6 @@ words! {
         /// ([`super::launch_text`]): one argument per launch instead of four keeps a
         /// launch-dominated trace small and fast to read.
         Launch = "launch",
-        /// The cgroup v2 id of the task (slice ends and instants, when it changed).
-        CgroupId = "cgroup_id",
         /// Annotations: the effective gid of the client that wrote it.
         ProvenanceGid = "provenance.gid",
         /// Annotations: when the agent received the line (CLOCK_MONOTONIC ns).
@@ -147,6 +151,26 @@ words! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hot_keys_keep_the_iids_older_recordings_used() {
+        let kept = [
+            (ArgKey::Ret, 1),
+            (ArgKey::Size, 3),
+            (ArgKey::Ptr, 4),
+            (ArgKey::Stream, 5),
+            (ArgKey::Count, 11),
+            (ArgKey::Kind, 12),
+            (ArgKey::NextTid, 19),
+            (ArgKey::Cpu, 22),
+            (ArgKey::ScopeStartTime, 29),
+            (ArgKey::StartedRealtimeNs, 39),
+            (ArgKey::Launch, 40),
+        ];
+        for (k, iid) in kept {
+            assert_eq!(k.iid(), iid, "{k:?}");
+        }
+    }
 
     #[test]
     fn every_key_round_trips_through_its_text_and_has_a_distinct_iid() {
