@@ -722,17 +722,7 @@ impl Recorder {
                 ..Default::default()
             });
         }
-        let te = TrackEvent {
-            name_iid: Some(
-                self.plain
-                    .interner
-                    .name(EventName::Instant(Instant::Session)),
-            ),
-            category_iids: vec![Category::Ingero.iid()],
-            debug_annotations: args,
-            ..Default::default()
-        };
-        self.instant(track, ts, te)
+        self.ingero_instant(track, ts, Instant::Session, args)
     }
 
     fn write_statistics(&mut self, ts: u64, stats: &FinalStats) -> Result<()> {
@@ -768,12 +758,20 @@ impl Recorder {
                 ..Default::default()
             });
         }
+        self.ingero_instant(track, ts, Instant::Statistics, args)
+    }
+
+    /// Writes one of the recorder's own instants (session, statistics) on `track`: category
+    /// `ingero`, the interned name of `which`, and `args`.
+    fn ingero_instant(
+        &mut self,
+        track: u64,
+        ts: u64,
+        which: Instant,
+        args: Vec<DebugAnnotation>,
+    ) -> Result<()> {
         let te = TrackEvent {
-            name_iid: Some(
-                self.plain
-                    .interner
-                    .name(EventName::Instant(Instant::Statistics)),
-            ),
+            name_iid: Some(self.plain.interner.name(EventName::Instant(which))),
             category_iids: vec![Category::Ingero.iid()],
             debug_annotations: args,
             ..Default::default()

@@ -15,7 +15,7 @@ use crate::model::{
     AnnotationRecord, Comm, CudaArgs, Event, FinalStats, MemcpyKind, OffCpu, ProcessOp, ReadRecord,
     Scope, Task, TimelineRecord,
 };
-use crate::proto::{InternedData, TracePacket};
+use crate::proto::TracePacket;
 use crate::read::ExpandedPackets;
 use crate::synth::{self, SCENARIO_PID as P, SCENARIO_T0 as T0};
 use crate::vocab::ArgKey;
@@ -183,38 +183,36 @@ fn everything() -> Vec<TimelineRecord> {
     out
 }
 
-/// The debug-annotation key names declared in a file.
-fn declared_keys(bytes: &[u8]) -> BTreeSet<String> {
+/// The packets of a file that decode, expanded out of their compressed containers.
+fn decoded_packets(bytes: &[u8]) -> Vec<TracePacket> {
     let mut packets = ExpandedPackets::new(bytes);
-    let mut out = BTreeSet::new();
+    let mut out = Vec::new();
     let mut p = Vec::new();
     while let Ok(true) = packets.next_into(&mut p) {
-        let Ok(pkt) = TracePacket::decode(&p[..]) else {
-            continue;
-        };
-        let names = pkt
-            .interned_data
-            .unwrap_or_else(InternedData::default)
-            .debug_annotation_names;
-        out.extend(names.into_iter().filter_map(|n| n.name));
+        if let Ok(pkt) = TracePacket::decode(&p[..]) {
+            out.push(pkt);
+        }
     }
     out
 }
 
+/// The debug-annotation key names declared in a file.
+fn declared_keys(bytes: &[u8]) -> BTreeSet<String> {
+    decoded_packets(bytes)
+        .into_iter()
+        .flat_map(|pkt| pkt.interned_data.unwrap_or_default().debug_annotation_names)
+        .filter_map(|n| n.name)
+        .collect()
+}
+
 /// The key iids the packets of a file use.
 fn used_key_iids(bytes: &[u8]) -> BTreeSet<u64> {
-    let mut packets = ExpandedPackets::new(bytes);
-    let mut out = BTreeSet::new();
-    let mut p = Vec::new();
-    while let Ok(true) = packets.next_into(&mut p) {
-        let Ok(pkt) = TracePacket::decode(&p[..]) else {
-            continue;
-        };
-        if let Some(te) = pkt.track_event {
-            out.extend(te.debug_annotations.iter().filter_map(|d| d.name_iid));
-        }
-    }
-    out
+    decoded_packets(bytes)
+        .into_iter()
+        .filter_map(|pkt| pkt.track_event)
+        .flat_map(|te| te.debug_annotations)
+        .filter_map(|d| d.name_iid)
+        .collect()
 }
 
 /// Writes `input` (with drops and the final statistics `stats`) into `path`, rotating at
