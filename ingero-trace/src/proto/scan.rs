@@ -5,6 +5,8 @@
 //! (an owned `String`/`Vec` per field) cost more than everything else together, so fields are
 //! read in place and only what a record needs is copied out.
 
+use super::varint;
+
 /// A message that is not valid protobuf. A plain unit error rather than `anyhow::Error`: the
 /// scanner's results flow through every field of every packet, and a droppable error type
 /// there cost measurably; callers add context when converting.
@@ -94,40 +96,20 @@ impl<'a> Cur<'a> {
     /// Reads one varint; an error when it runs past the message or over 10 bytes.
     #[inline(always)]
     pub fn varint(&mut self) -> Result<u64> {
-        // One- and two-byte values (tags, small ids, flags, most timestamp deltas) are the
-        // common case.
-        if let Some(&b) = self.b.get(self.i) {
-            if b < 0x80 {
-                self.i += 1;
-                return Ok(u64::from(b));
-            }
-            if let Some(&c) = self.b.get(self.i + 1) {
-                if c < 0x80 {
-                    self.i += 2;
-                    return Ok(u64::from(b & 0x7f) | (u64::from(c) << 7));
-                }
-            }
+        match varint::read(self.b, &mut self.i) {
+            Some(v) => Ok(v),
+            None => Err(self.varint_error()),
         }
-        self.varint_slow()
     }
 
+    /// Why the varint at the cursor could not be read.
     #[cold]
-    fn varint_slow(&mut self) -> Result<u64> {
-        let mut v: u64 = 0;
-        let mut shift = 0u32;
-        loop {
-            let Some(&b) = self.b.get(self.i) else {
-                return Err(Malformed("varint runs past the end of its message"));
-            };
-            self.i += 1;
-            if shift >= 64 {
-                return Err(Malformed("varint longer than 10 bytes"));
-            }
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-            shift += 7;
+    fn varint_error(&self) -> Malformed {
+        let rest = self.b.get(self.i..).unwrap_or_default();
+        if rest.len() >= varint::MAX_LEN && rest[..varint::MAX_LEN].iter().all(|b| *b >= 0x80) {
+            Malformed("varint longer than 10 bytes")
+        } else {
+            Malformed("varint runs past the end of its message")
         }
     }
 
@@ -205,5 +187,31 @@ mod tests {
             Cur::new(&ten).field().ok().flatten(),
             Some((1, Wire::Varint(u64::MAX)))
         );
+    }
+
+    #[test]
+    fn varint_errors_say_why_and_good_varints_move_the_cursor() {
+        let mut eleven = vec![0xff; 10];
+        eleven.push(0x01);
+        assert_eq!(
+            Cur::new(&eleven).varint(),
+            Err(Malformed("varint longer than 10 bytes"))
+        );
+        assert_eq!(
+            Cur::new(&[0xff, 0xff]).varint(),
+            Err(Malformed("varint runs past the end of its message"))
+        );
+        assert_eq!(
+            Cur::new(&[]).varint(),
+            Err(Malformed("varint runs past the end of its message"))
+        );
+        for v in [0, 1, 127, 128, 16_383, 16_384, 1 << 35, u64::MAX] {
+            let mut b = Vec::new();
+            varint::put(&mut b, v);
+            b.push(0x2a);
+            let mut c = Cur::new(&b);
+            assert_eq!(c.varint(), Ok(v));
+            assert_eq!(c.pos(), varint::len(v), "cursor after {v}");
+        }
     }
 }

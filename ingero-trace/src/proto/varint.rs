@@ -17,12 +17,19 @@ pub fn len(v: u64) -> usize {
 
 /// Appends `v` as a varint.
 #[inline(always)]
-pub fn put(out: &mut Vec<u8>, mut v: u64) {
+pub fn put(out: &mut Vec<u8>, v: u64) {
+    put_with(v, |b| out.push(b));
+}
+
+/// Hands `v`'s varint bytes to `byte` one at a time, first to last: [`put`] for writers that
+/// are not a `Vec` (the record encoder's reserved room).
+#[inline(always)]
+pub fn put_with(mut v: u64, mut byte: impl FnMut(u8)) {
     while v >= 0x80 {
-        out.push((v as u8) | 0x80);
+        byte((v as u8) | 0x80);
         v >>= 7;
     }
-    out.push(v as u8);
+    byte(v as u8);
 }
 
 /// The varint at `*at` in `b`, moving `*at` past it; `None` (and `*at` unchanged) when it runs

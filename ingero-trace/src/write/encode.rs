@@ -103,12 +103,8 @@ impl<'a> Room<'a> {
     }
 
     #[inline(always)]
-    fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.byte((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.byte(v as u8);
+    fn varint(&mut self, v: u64) {
+        varint::put_with(v, |b| self.byte(b));
     }
 
     /// The machine id: all 8 bytes copied (one fixed-size copy), `len` of them kept.
