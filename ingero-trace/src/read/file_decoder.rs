@@ -132,7 +132,7 @@ impl FileDecoder {
         let mut more = self.packet_into(bytes, &mut slot)?;
         while more {
             out.push(std::mem::replace(&mut slot, super::empty_record()));
-            more = self.pending_into(&mut slot)?;
+            more = self.pending_into(&mut slot);
         }
         Ok(())
     }
@@ -174,7 +174,7 @@ impl FileDecoder {
                 }
                 self.pos = 0;
                 self.dec.set_in_bundle(true);
-                self.pending_into(slot)
+                Ok(self.pending_into(slot))
             }
         }
     }
@@ -197,11 +197,12 @@ impl FileDecoder {
     }
 
     /// The next record from the container given to [`Self::packet_into`]; `false` once its
-    /// inner packets are all decoded.
+    /// inner packets are all decoded. Never an error: a container that turns out unreadable
+    /// is lost instead (see the module docs), which also ends it.
     #[inline]
-    pub fn pending_into(&mut self, slot: &mut ReadRecord) -> Result<bool, PacketError> {
+    pub fn pending_into(&mut self, slot: &mut ReadRecord) -> bool {
         if self.hot_into(slot) {
-            return Ok(true);
+            return true;
         }
         self.pending_slow(slot)
     }
@@ -269,20 +270,20 @@ impl FileDecoder {
     /// on as that loop would (less quickly). A malformed inner packet loses the rest of its
     /// container (see the module docs).
     #[inline(never)]
-    fn pending_slow(&mut self, slot: &mut ReadRecord) -> Result<bool, PacketError> {
+    fn pending_slow(&mut self, slot: &mut ReadRecord) -> bool {
         while self.pos < self.end {
             let at = self.pos;
             let buf = &self.inf.buf()[..self.end];
             let Some((tag, range)) = inner_packet(buf, at) else {
                 self.lose_container(LossReason::CutInnerPacket { at });
-                return Ok(false);
+                return false;
             };
             self.pos = range.end;
             if tag != FRAME {
                 // As at the top of a file: other length-delimited fields are skipped.
                 if tag & 7 != wire_type::LEN {
                     self.lose_container(LossReason::UnexpectedField { tag, at });
-                    return Ok(false);
+                    return false;
                 }
                 continue;
             }
@@ -290,18 +291,18 @@ impl FileDecoder {
             let step = self.dec.packet(&buf[range], slot);
             match step {
                 Ok(Step::Nothing) => {}
-                Ok(Step::Record) => return Ok(true),
+                Ok(Step::Record) => return true,
                 Ok(Step::Compressed(_)) => {
                     self.lose_container(LossReason::Nested { at });
-                    return Ok(false);
+                    return false;
                 }
                 Err(source) => {
                     self.lose_container(LossReason::InnerPacket { at, source });
-                    return Ok(false);
+                    return false;
                 }
             }
         }
-        Ok(false)
+        false
     }
 }
 

@@ -396,13 +396,7 @@ impl TraceReader {
                     decoder,
                 );
             }
-            let more = decoder
-                .pending_into(rec)
-                .map_err(|source| ReadError::Packet {
-                    path: path.clone(),
-                    offset: reader.packet_start(),
-                    source,
-                })?;
+            let more = decoder.pending_into(rec);
             if more {
                 if self.all_time || self.range.admits(rec) {
                     return Ok(true);
