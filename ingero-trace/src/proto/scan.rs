@@ -6,6 +6,7 @@
 //! read in place and only what a record needs is copied out.
 
 use super::varint;
+use super::wire_type::{FIXED32, FIXED64, LEN, VARINT};
 
 /// A message that is not valid protobuf. A plain unit error rather than `anyhow::Error`: the
 /// scanner's results flow through every field of every packet, and a droppable error type
@@ -23,15 +24,6 @@ impl std::error::Error for Malformed {}
 
 /// What the scanner's fallible calls return.
 pub type Result<T> = std::result::Result<T, Malformed>;
-
-/// Protobuf wire types (as in [`super::wire_type`]).
-pub const VARINT: u8 = 0;
-/// Eight little-endian bytes.
-pub const FIXED64: u8 = 1;
-/// A varint length, then that many bytes.
-pub const LEN: u8 = 2;
-/// Four little-endian bytes.
-pub const FIXED32: u8 = 5;
 
 /// A cursor over one message's bytes.
 #[derive(Clone, Copy)]

@@ -10,7 +10,7 @@ use super::plan::{OpenBody, Plan};
 use super::sequence::intern;
 use super::tables::Tables;
 use super::track_kind::{Placement, TrackKind};
-use super::views::{RawVal, Te, event_name, for_each_arg, has_args, resolve_args, track_event};
+use super::views::{RawVal, Te, event_name, for_each_arg, resolve_args, track_event};
 use crate::model::{CounterSample, ReadRecord};
 use crate::proto::scan::{self, Cur};
 use crate::proto::{
@@ -151,11 +151,11 @@ pub(super) fn packet<'a>(
             let Some(tr) = tracks.get_mut(te.track) else {
                 return Ok(Step::Nothing);
             };
-            // An end states where the thread ran when that changed (see `Placement`).
-            if has_args(te.raw)? {
-                let seq = seqs.get_or_default(u64::from(seq_id));
-                tr.placement.update(&resolve_args(seq, te.raw)?);
-            }
+            // An end states where the thread ran when that changed (see `Placement`). An end
+            // without arguments resolves to an empty list (no allocation), which changes
+            // nothing.
+            let seq = seqs.get_or_default(u64::from(seq_id));
+            tr.placement.update(&resolve_args(seq, te.raw)?);
             return Ok(Step::done(tr.end_top(ts, launches, names, slot)));
         }
         event_type::INSTANT => {

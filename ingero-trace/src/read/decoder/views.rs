@@ -111,16 +111,6 @@ pub(super) fn for_each_arg<'a>(
     Ok(())
 }
 
-/// Whether a track event has any debug annotation.
-pub(super) fn has_args(raw: &[u8]) -> scan::Result<bool> {
-    let mut any = false;
-    for_each_arg(raw, |_| {
-        any = true;
-        false
-    })?;
-    Ok(any)
-}
-
 /// A track event's name: interned, inline, or empty.
 pub(super) fn event_name(seq: &SeqState, te: &Te<'_>) -> Arc<str> {
     match (te.name_iid, te.name) {
