@@ -3,12 +3,14 @@
 
 mod cuda_args;
 mod event;
+mod placement;
 mod recorded;
 mod session;
 mod timeline;
 
 pub use cuda_args::{CudaArgs, LaunchConfig, MemcpyKind, cuda_error_name};
 pub use event::{Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task};
+pub(crate) use placement::Placement;
 pub use recorded::{
     CounterKind, CounterSample, CudaCallRecord, LabelInterval, LifecycleRecord, OffCpuRecord,
     ReadRecord, SessionRecord, ThreadRef,

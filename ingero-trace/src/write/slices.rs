@@ -11,13 +11,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::fast_map::FastMap;
-
-/// Where a thread ran: what its slice ends and instants state when it changes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Placement {
-    pub cpu: u32,
-    pub cgroup_id: u64,
-}
+// Shared with the reader; the writer's other modules take it from here.
+pub(super) use crate::model::Placement;
 
 /// One track's open slices and what was last stated on it.
 #[derive(Default)]

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use super::args::{find, u64_of};
-use super::track_kind::{Placement, TrackKind};
+use super::track_kind::TrackKind;
 use super::values::Val;
 use crate::model::{
-    AnnotationRecord, FinalStats, LifecycleRecord, ProcessOp, ReadRecord, Scope, SessionInfo,
-    SessionRecord,
+    AnnotationRecord, FinalStats, LifecycleRecord, Placement, ProcessOp, ReadRecord, Scope,
+    SessionInfo, SessionRecord,
 };
 use crate::vocab::{ArgKey, Instant, LABEL_PREFIX, StatsGroup};
 

@@ -9,9 +9,9 @@ use super::instants::instant;
 use super::plan::{OpenBody, Plan};
 use super::sequence::intern;
 use super::tables::Tables;
-use super::track_kind::{Placement, TrackKind};
+use super::track_kind::TrackKind;
 use super::views::{RawVal, Te, event_name, for_each_arg, resolve_args, track_event};
-use crate::model::{CounterSample, ReadRecord};
+use crate::model::{CounterSample, Placement, ReadRecord};
 use crate::proto::scan::{self, Cur};
 use crate::proto::{
     Clock, ClockSnapshot, SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE, TracePacket,

@@ -15,11 +15,12 @@ use super::args::{ListArgs, find, u64_of};
 use super::instants::annotation;
 use super::memo::Key;
 use super::plan::{CudaPrep, OffPrep, OpenBody};
-use super::track_kind::{Placement, TrackKind};
+use super::track_kind::TrackKind;
 use super::values::Val;
 use crate::fast_map::FastMap;
 use crate::model::{
-    CudaArgs, CudaCallRecord, LabelInterval, LaunchConfig, OffCpuRecord, ReadRecord, ThreadRef,
+    CudaArgs, CudaCallRecord, LabelInterval, LaunchConfig, OffCpuRecord, Placement, ReadRecord,
+    ThreadRef,
 };
 use crate::vocab::{ArgKey, EventName};
 

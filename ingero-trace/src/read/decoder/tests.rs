@@ -8,7 +8,7 @@ use prost::Message;
 use super::plan::{CudaPrep, OpenBody};
 use super::track_kind::TrackKind;
 use super::*;
-use crate::model::{CudaArgs, CudaCallRecord, ThreadRef};
+use crate::model::{CudaArgs, CudaCallRecord, Placement, ThreadRef};
 use crate::proto::{
     DebugAnnotation, DebugAnnotationName, EventName, InternedData, InternedString,
     ThreadDescriptor, TracePacket, TrackDescriptor, TrackEvent, event_type,
@@ -180,7 +180,7 @@ fn slot_reuse_rewrites_every_field() {
         args: c.args.clone(),
         clamped: c.clamped_from_ns,
     };
-    let at = track_kind::Placement {
+    let at = Placement {
         cpu: c.cpu,
         cgroup_id: c.cgroup_id,
     };

@@ -1,11 +1,12 @@
 //! [`TrackKind`]: what a track's descriptor made it, which decides what the events on it
-//! mean; and [`Placement`]: where a thread track's thread ran, as its events last said.
+//! mean; and how a thread track follows its [`Placement`] (where its thread ran, as its events
+//! last said).
 
 use std::sync::Arc;
 
 use super::args::u64_of;
 use super::values::Val;
-use crate::model::{CounterKind, ThreadRef};
+use crate::model::{CounterKind, Placement, ThreadRef};
 use crate::vocab::ArgKey;
 
 /// What a track is, from its descriptor (and its parent's).
@@ -28,17 +29,11 @@ pub(super) enum TrackKind {
     Other,
 }
 
-/// Where a track's thread ran, as the slice ends and instants on the track last said (the
-/// writer states it when it changes, and again after each restart of its sequences).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Placement {
-    pub cpu: u32,
-    pub cgroup_id: u64,
-}
-
+/// A track's placement is what the slice ends and instants on it last said (the writer states
+/// it when it changes, and again after each restart of its sequences).
 impl Placement {
     /// Takes what the arguments of an end or instant state.
-    pub fn update(&mut self, args: &[(Arc<str>, Val)]) {
+    pub(super) fn update(&mut self, args: &[(Arc<str>, Val)]) {
         if let Some(cpu) = u64_of(args, ArgKey::Cpu) {
             self.cpu = cpu as u32;
         }
