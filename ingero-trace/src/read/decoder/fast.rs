@@ -22,13 +22,13 @@ use super::args::{SlotArgs, SlotVal, Slots};
 use super::iids::IidTable;
 use super::memo::{Action, Key, Memo};
 use super::plan::{CudaPrep, OpenBody, Plan};
-use super::sequence::{KeyEntry, NameKind};
+use super::sequence::KeyEntry;
 use super::tables::Tables;
 use super::track_kind::TrackKind;
 use crate::model::ReadRecord;
 use crate::proto::SEQ_INCREMENTAL_STATE_CLEARED;
 use crate::proto::varint;
-use crate::vocab::ArgKey;
+use crate::vocab::{ArgKey, EventName};
 
 use crate::proto::keys::{
     ARG_BOOL, ARG_INT, ARG_NAME_IID, ARG_POINTER, ARG_STRING_IID, ARG_UINT, CATEGORY_IID,
@@ -484,7 +484,7 @@ fn apply(
             key,
             value,
         } => {
-            let NameKind::Op(op) = seq.names.get(name)?.kind else {
+            let Some(EventName::Op(op)) = seq.names.get(name)?.kind else {
                 return None;
             };
             let tr = tracks.get_mut(uuid)?;
@@ -594,7 +594,7 @@ fn fast_fields(t: &mut Tables, p: &[u8], slot: &mut ReadRecord) -> Option<Fields
         SLICE_BEGIN => {
             let kind = seq.names.get(name?)?.kind;
             let tr = tracks.get_mut(uuid)?;
-            let plan = Plan::of(tr.kind.as_ref(), Some(kind))?;
+            let plan = Plan::of(tr.kind.as_ref(), kind)?;
             let ts = seq.advance(ts, None);
             let body = plan.prepare(&SlotArgs {
                 s: scratch,

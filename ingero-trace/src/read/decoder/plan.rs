@@ -7,11 +7,10 @@ use std::sync::Arc;
 use ingero_ebpf::{CudaOp, OffCpuReason};
 
 use super::args::Args;
-use super::sequence::NameKind;
 use super::track_kind::TrackKind;
 use super::values::Val;
 use crate::model::CudaArgs;
-use crate::vocab::ArgKey;
+use crate::vocab::{ArgKey, EventName};
 
 /// What a slice begin resolves to on the interned paths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,12 +22,12 @@ pub(super) enum Plan {
 impl Plan {
     /// The plan for a slice of `name` on `track`; `None` for the general path.
     #[inline]
-    pub(super) fn of(track: Option<&TrackKind>, name: Option<NameKind>) -> Option<Plan> {
+    pub(super) fn of(track: Option<&TrackKind>, name: Option<EventName>) -> Option<Plan> {
         match (track?, name?) {
-            (TrackKind::Thread(_), NameKind::Op(op)) => Some(Plan::Cuda(op)),
-            (TrackKind::OffCpu(_), NameKind::OffCpu(reason)) => Some(Plan::OffCpu(reason)),
+            (TrackKind::Thread(_), EventName::Op(op)) => Some(Plan::Cuda(op)),
+            (TrackKind::OffCpu(_), EventName::OffCpu(reason)) => Some(Plan::OffCpu(reason)),
             // The general path reads any other name on an off-CPU track as blocked.
-            (TrackKind::OffCpu(_), NameKind::Op(_)) => Some(Plan::OffCpu(OffCpuReason::Blocked)),
+            (TrackKind::OffCpu(_), EventName::Op(_)) => Some(Plan::OffCpu(OffCpuReason::Blocked)),
             _ => None,
         }
     }

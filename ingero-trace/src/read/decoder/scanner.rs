@@ -196,7 +196,10 @@ pub(super) fn packet<'a>(
 /// A slice begins: kept open on its track until its end.
 fn begin(t: &mut Tables, slots: bool, seq_id: u32, ts: u64, te: &Te<'_>) -> scan::Result<()> {
     let seq = t.seqs.get_or_default(u64::from(seq_id));
-    let name = te.name_iid.and_then(|i| seq.names.get(i)).map(|n| n.kind);
+    let name = te
+        .name_iid
+        .and_then(|i| seq.names.get(i))
+        .and_then(|n| n.kind);
     let plan = if slots {
         Plan::of(t.tracks.get(te.track).and_then(|tr| tr.kind.as_ref()), name)
     } else {

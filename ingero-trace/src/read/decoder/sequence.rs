@@ -4,8 +4,6 @@
 
 use std::sync::Arc;
 
-use ingero_ebpf::{CudaOp, OffCpuReason};
-
 use super::iids::IidTable;
 use super::values::parse_num;
 use crate::fast_map::FastMap;
@@ -14,27 +12,11 @@ use crate::proto::scan::{self, Cur, text};
 use crate::proto::{EventName as EventNameEntry, InternedData, clock_id};
 use crate::vocab::{self, ArgKey, EventName};
 
-/// What an event name means to the reader, decided when the name is interned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum NameKind {
-    Op(CudaOp),
-    OffCpu(OffCpuReason),
-    Other,
-}
-
-impl NameKind {
-    fn of(name: Option<EventName>) -> NameKind {
-        match name {
-            Some(EventName::Op(op)) => NameKind::Op(op),
-            Some(EventName::OffCpu(r)) => NameKind::OffCpu(r),
-            _ => NameKind::Other,
-        }
-    }
-}
-
 pub(super) struct NameEntry {
     pub(super) text: Arc<str>,
-    pub(super) kind: NameKind,
+    /// The vocabulary's name it is, decided when the name is interned (`None`: a name the
+    /// vocabulary does not have).
+    pub(super) kind: Option<EventName>,
 }
 
 pub(super) struct KeyEntry {
@@ -154,7 +136,7 @@ pub(super) fn intern(
         let t: Arc<str> = text(s).into();
         match f {
             I::EVENT_NAMES => {
-                let kind = NameKind::of(names.get(&*t).copied());
+                let kind = names.get(&*t).copied();
                 seq.names.insert(iid, NameEntry { text: t, kind });
             }
             I::DEBUG_ANNOTATION_NAMES => {
