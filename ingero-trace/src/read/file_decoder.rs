@@ -310,13 +310,7 @@ impl FileDecoder {
 /// position. `None` when the header or the packet runs past the end.
 #[inline(always)]
 fn inner_packet(buf: &[u8], at: usize) -> Option<(u8, std::ops::Range<usize>)> {
-    // Packets under 128 bytes (every slice begin and end): a one-byte length.
-    if let Some(&[tag, len]) = buf.get(at..at + 2) {
-        if len < 0x80 {
-            let r = at + 2..at + 2 + usize::from(len);
-            return (r.end <= buf.len()).then_some((tag, r));
-        }
-    }
+    // `varint::read` takes a one-byte length (every slice begin and end) on its fast path.
     let tag = *buf.get(at)?;
     let mut i = at + 1;
     let len = varint::read(buf, &mut i)?;

@@ -18,6 +18,7 @@ use crate::model::FinalStats;
 use crate::model::LaunchConfig;
 use crate::model::ReadRecord;
 use crate::model::TimelineRecord;
+use crate::proto::keys::{COMPRESSED_PACKETS, FRAME};
 use crate::proto::varint;
 use crate::proto::{
     DebugAnnotation, DebugAnnotationName, EventName, InternedData, InternedString,
@@ -77,7 +78,7 @@ pub(super) fn packets_of(file: &[u8]) -> Vec<Vec<u8>> {
 
 /// `Trace.packet` framing.
 pub(super) fn frame(out: &mut Vec<u8>, packet: &[u8]) {
-    out.push(0x0A);
+    out.push(FRAME);
     varint::put(out, packet.len() as u64);
     out.extend_from_slice(packet);
 }
@@ -97,7 +98,7 @@ pub(super) fn container(packets: &[Vec<u8>]) -> Vec<u8> {
         frame(&mut inner, p);
     }
     let z = zlib(&inner);
-    let mut outer = vec![0x92, 0x03];
+    let mut outer = COMPRESSED_PACKETS.to_vec();
     varint::put(&mut outer, z.len() as u64);
     outer.extend_from_slice(&z);
     outer
@@ -286,8 +287,8 @@ fn a_corrupt_container_is_lost_and_reported_with_its_offset() {
     let mut file = Vec::new();
     frame(&mut file, &packets[0]);
     // A valid zlib stream whose content is a packet cut short.
-    let mut raw = vec![0x92, 0x03];
-    let z = zlib(&[0x0A, 0x20, 1, 2]);
+    let mut raw = COMPRESSED_PACKETS.to_vec();
+    let z = zlib(&[FRAME, 0x20, 1, 2]);
     varint::put(&mut raw, z.len() as u64);
     raw.extend(&z);
     let at = file.len();
@@ -329,7 +330,7 @@ fn a_helper_out_of_step_is_dropped_and_nothing_is_lost() {
     let (at, _) = containers[containers.len() / 2];
     let outer_len = packets_of(&file[at as usize..])[0].len();
     let mut other = file.clone();
-    let framed_end = at as usize + 1 + put_varint_len(outer_len) + outer_len;
+    let framed_end = at as usize + 1 + varint::len(outer_len as u64) + outer_len;
     other[framed_end - 1] ^= 0x01;
     // Had the decoder taken the helper's output, that container would have been lost.
     let changed = packets_of(&other[at as usize..]).remove(0);
@@ -462,13 +463,6 @@ fn the_launch_argument_gives_the_launch_configuration() {
             "inline {inline}"
         );
     }
-}
-
-/// The length of `v` as a varint.
-fn put_varint_len(v: usize) -> usize {
-    let mut b = Vec::new();
-    varint::put(&mut b, v as u64);
-    b.len()
 }
 
 /// Equal record lists, reporting only the first difference (the lists are long).

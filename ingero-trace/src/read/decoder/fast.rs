@@ -26,8 +26,8 @@ use super::sequence::KeyEntry;
 use super::tables::Tables;
 use super::track_kind::TrackKind;
 use crate::model::ReadRecord;
-use crate::proto::SEQ_INCREMENTAL_STATE_CLEARED;
 use crate::proto::varint;
+use crate::proto::{SEQ_INCREMENTAL_STATE_CLEARED, event_type};
 use crate::vocab::{ArgKey, EventName};
 
 use crate::proto::keys::{
@@ -36,8 +36,18 @@ use crate::proto::keys::{
     SEQUENCE_ID, TIMESTAMP, TRACK_EVENT, TRACK_UUID, TYPE,
 };
 
-const SLICE_BEGIN: u64 = 1;
-const SLICE_END: u64 = 2;
+/// `TrackEvent.type`'s slice values (`event_type`'s, `i32` as prost declares the enum) as the
+/// fast path meets them: as a decoded varint, and as the one byte each is on the wire.
+const SLICE_BEGIN: u64 = SLICE_BEGIN_BYTE as u64;
+const SLICE_END: u64 = SLICE_END_BYTE as u64;
+const SLICE_BEGIN_BYTE: u8 = one_byte(event_type::SLICE_BEGIN);
+const SLICE_END_BYTE: u8 = one_byte(event_type::SLICE_END);
+
+/// The varint of `v` when it is one byte (a compile-time error otherwise, used in a constant).
+const fn one_byte(v: i32) -> u8 {
+    assert!(v >= 0 && v < 0x80, "values under 0x80 are one-byte varints");
+    v as u8
+}
 
 #[inline(always)]
 fn bytes<'a>(p: &'a [u8], i: &mut usize) -> Option<&'a [u8]> {
@@ -173,7 +183,7 @@ fn layout(r: &[u8]) -> Option<(u64, Layout)> {
         return None;
     }
     let l = match te {
-        [TYPE, 0x02, TRACK_UUID, r @ ..] => {
+        [TYPE, SLICE_END_BYTE, TRACK_UUID, r @ ..] => {
             let (uuid, r) = varint::take(r)?;
             if !r.is_empty() {
                 return None;
@@ -193,7 +203,7 @@ fn layout(r: &[u8]) -> Option<(u64, Layout)> {
             if te.len() - r.len() != 2 + usize::from(*al) {
                 return None;
             }
-            let [TYPE, 0x01, NAME_IID, r @ ..] = r else {
+            let [TYPE, SLICE_BEGIN_BYTE, NAME_IID, r @ ..] = r else {
                 return None;
             };
             let (name, r) = varint::take(r)?;
