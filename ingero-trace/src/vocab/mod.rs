@@ -2,7 +2,8 @@
 //! debug-annotation keys ([`ArgKey`]), the event names ([`EventName`]: CUDA ops from
 //! `ingero_ebpf::CudaOp`'s table, off-CPU reasons, lifecycle ops, the `ingero` track's
 //! instants), categories ([`Category`]), track names ([`TrackName`]), the statistics groups
-//! ([`StatsGroup`]) and the text forms of values (launch configurations, dimensions).
+//! ([`StatsGroup`]) and the text forms of values (launch configurations, dimensions,
+//! pointers, state slice names) with their parsers.
 //!
 //! The writer interns these tables and the reader resolves what it reads through the same
 //! tables, so a word renamed or added here changes both sides at once: a row needs no second
@@ -53,5 +54,7 @@ mod launch;
 mod names;
 
 pub use args::{ARG_KEYS, ArgKey, LABEL_PREFIX, StatsGroup};
-pub use launch::{dim3, launch_text, parse_dim3, parse_launch, state_name};
+pub use launch::{
+    dim3, launch_text, parse_dim3, parse_launch, parse_ptr, ptr_text, state_name, state_value,
+};
 pub use names::{Category, EventName, Instant, TrackName};

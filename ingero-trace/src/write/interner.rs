@@ -34,7 +34,7 @@ pub enum StrKey<'a> {
 impl StrKey<'_> {
     pub fn render(&self) -> String {
         match self {
-            StrKey::Ptr(p) => format!("{p:#x}"),
+            StrKey::Ptr(p) => vocab::ptr_text(*p),
             StrKey::Text(s) => (*s).to_owned(),
         }
     }

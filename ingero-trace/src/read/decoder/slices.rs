@@ -22,7 +22,7 @@ use crate::model::{
     CudaArgs, CudaCallRecord, LabelInterval, LaunchConfig, OffCpuRecord, Placement, ReadRecord,
     ThreadRef,
 };
-use crate::vocab::{ArgKey, EventName};
+use crate::vocab::{self, ArgKey, EventName};
 
 /// A slice open on a track.
 #[derive(Clone, Copy)]
@@ -263,10 +263,7 @@ fn general(
             *slot = ReadRecord::Annotation(annotation(*scope, ts, Some(end), args));
         }
         Some(TrackKind::State(scope, key)) => {
-            let value = name
-                .strip_prefix(key.as_str())
-                .and_then(|v| v.strip_prefix('='))
-                .unwrap_or("");
+            let value = vocab::state_value(name, key).unwrap_or("");
             *slot = ReadRecord::LabelState(LabelInterval {
                 scope_pid: *scope,
                 key: key.clone(),

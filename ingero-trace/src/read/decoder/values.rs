@@ -1,7 +1,9 @@
 //! [`Val`]: a debug annotation's value as the general path keeps it, and the number reading
-//! of a string value (pointers are written as `0x…` strings).
+//! of a string value (pointers are written as `0x…` strings, `vocab::ptr_text`).
 
 use std::sync::Arc;
+
+use crate::vocab;
 
 /// A debug-annotation value.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,9 +37,7 @@ impl Val {
     }
 }
 
-/// A string argument as a number: `0x…` hexadecimal (pointers) or decimal.
+/// A string argument as a number: a pointer (`0x…`) or decimal.
 pub(super) fn parse_num(s: &str) -> Option<u64> {
-    s.strip_prefix("0x")
-        .and_then(|h| u64::from_str_radix(h, 16).ok())
-        .or_else(|| s.parse().ok())
+    vocab::parse_ptr(s).or_else(|| s.parse().ok())
 }
