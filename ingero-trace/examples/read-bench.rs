@@ -25,6 +25,7 @@ use anyhow::{Context, Result};
 use ingero_trace::clock::{process_cpu_secs, thread_cpu_secs};
 use ingero_trace::model::FinalStats;
 use ingero_trace::model::ReadRecord;
+use ingero_trace::proto::keys::{COMPRESSED_PACKETS, FRAME};
 use ingero_trace::proto::varint;
 use ingero_trace::read::{ChunkedPackets, TimeRange, TraceReader, empty_record};
 use ingero_trace::synth;
@@ -53,13 +54,13 @@ fn repack(plain: &[u8], chunk: usize, level: i32) -> Result<Vec<u8>> {
             .zlib_compress(inner, &mut z)
             .map_err(|e| anyhow::anyhow!("{e:?}"))?;
         let mut packet = Vec::with_capacity(n + 8);
-        frame(&mut packet, &[0x92, 0x03], &z[..n]);
-        frame(out, &[0x0A], &packet);
+        frame(&mut packet, &COMPRESSED_PACKETS, &z[..n]);
+        frame(out, &[FRAME], &packet);
         inner.clear();
         Ok(())
     };
     while let Some(r) = packets.next_range()? {
-        frame(&mut inner, &[0x0A], &packets.buf()[r]);
+        frame(&mut inner, &[FRAME], &packets.buf()[r]);
         if inner.len() >= chunk {
             flush(&mut inner, &mut out)?;
         }
@@ -95,19 +96,11 @@ fn inflate_only(path: &Path) -> Result<(f64, (f64, u64))> {
     let mut packets = ChunkedPackets::new(&bytes[..]);
     while let Some(r) = packets.next_range()? {
         let p = &packets.buf()[r];
-        if p.starts_with(&[0x92, 0x03]) {
-            let mut i = 2;
-            let mut len = 0usize;
-            let mut shift = 0;
-            while let Some(&b) = p.get(i) {
-                i += 1;
-                len |= usize::from(b & 0x7f) << shift;
-                shift += 7;
-                if b & 0x80 == 0 {
-                    break;
-                }
-            }
-            let z = p.get(i..i + len).context("container length")?;
+        if let Some(body) = p.strip_prefix(&COMPRESSED_PACKETS[..]) {
+            let (len, rest) = varint::take(body).context("container length")?;
+            let z = rest
+                .get(..usize::try_from(len)?)
+                .context("container length")?;
             total += d
                 .zlib_decompress(z, &mut buf)
                 .map_err(|e| anyhow::anyhow!("{e:?}"))? as u64;

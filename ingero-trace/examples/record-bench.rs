@@ -23,6 +23,8 @@ use anyhow::{Context, Result};
 use ingero_trace::clock::thread_cpu_secs;
 use ingero_trace::model::FinalStats;
 use ingero_trace::model::TimelineRecord;
+use ingero_trace::proto::keys::COMPRESSED_PACKETS;
+use ingero_trace::proto::varint;
 use ingero_trace::read::{PacketReader, TimeRange, TraceReader};
 use ingero_trace::synth;
 use ingero_trace::write::{Recorder, RecorderConfig};
@@ -66,15 +68,13 @@ fn inflate_all(path: &Path, rounds: u32) -> Result<(f64, u64)> {
     let mut r = PacketReader::new(&bytes[..]);
     let mut buf = Vec::new();
     while r.next_into(&mut buf)? {
-        // A container holds only field 50: key 0x92 0x03, then the stream's length.
-        if let Some(body) = buf.strip_prefix(&[0x92, 0x03][..]) {
-            let mut framed = vec![0x0A];
-            framed.extend_from_slice(body);
-            let mut inner = PacketReader::new(&framed[..]);
-            let mut z = Vec::new();
-            if inner.next_into(&mut z)? {
-                packets.push(z);
-            }
+        // A container holds only `compressed_packets`: its key, the stream's length, the stream.
+        if let Some(body) = buf.strip_prefix(&COMPRESSED_PACKETS[..]) {
+            let (len, rest) = varint::take(body).context("container length")?;
+            let z = rest
+                .get(..usize::try_from(len)?)
+                .context("container length")?;
+            packets.push(z.to_vec());
         }
     }
     let mut d = Decompressor::new();
