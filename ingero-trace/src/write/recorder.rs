@@ -666,15 +666,11 @@ impl Recorder {
 
     /// A counter sample on the plain sequence (events/s, drops).
     fn plain_counter(&mut self, track: u64, ts: u64, value: i64) -> Result<()> {
-        self.emit_event(
-            ts,
-            TrackEvent {
-                r#type: Some(event_type::COUNTER),
-                track_uuid: Some(track),
-                counter_value: Some(value),
-                ..Default::default()
-            },
-        )
+        let te = TrackEvent {
+            counter_value: Some(value),
+            ..Default::default()
+        };
+        self.plain_event(event_type::COUNTER, track, ts, te)
     }
 
     pub(super) fn counter(&mut self, late: bool, track: u64, ts: u64, value: i64) -> Result<()> {
