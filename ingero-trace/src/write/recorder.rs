@@ -632,11 +632,6 @@ impl Recorder {
         self.end_packet(true, track, end, state)
     }
 
-    /// The placement to state with an instant on `track`, `None` when unchanged.
-    pub(super) fn instant_state(&mut self, track: u64, at: Placement) -> Option<Placement> {
-        self.slices.state_now(track, at)
-    }
-
     /// A slice-end packet: in one piece unless definitions are waiting to be written or it
     /// states where its thread ran.
     #[inline(always)]
