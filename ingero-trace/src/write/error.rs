@@ -54,7 +54,16 @@ impl WriteError {
         action: &'static str,
         path: &'a Path,
     ) -> impl FnOnce(io::Error) -> WriteError + 'a {
-        move |source| WriteError::Io {
+        move |source| Self::io_failed(action, path, source)
+    }
+
+    /// [`WriteError::io`]'s error, built cold and out of line: only a failed call gets here,
+    /// and with the copy inlined into the file writes the compiler inlined the writer's hot
+    /// path differently (callgrind: `Recorder::write` 0.4 % more instructions per call).
+    #[cold]
+    #[inline(never)]
+    fn io_failed(action: &'static str, path: &Path, source: io::Error) -> WriteError {
+        WriteError::Io {
             action,
             path: path.to_path_buf(),
             source,
