@@ -12,17 +12,11 @@
 
 #![no_main]
 
+use ingero_trace::proto::keys::{FRAME, TIMESTAMP};
+use ingero_trace::proto::varint;
 use ingero_trace::write::PacketDeflater;
 use libdeflater::Decompressor;
 use libfuzzer_sys::fuzz_target;
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
 
 /// The input's next bytes, as many as there are up to `n`.
 fn take<'a>(data: &mut &'a [u8], n: usize) -> &'a [u8] {
@@ -38,6 +32,15 @@ fn timestamp(data: &mut &[u8]) -> u64 {
         .iter()
         .rev()
         .fold(0u64, |v, b| v << 8 | u64::from(*b))
+}
+
+/// `body`, and the payload it makes with a timestamp field `ts` after it, as the writer ends
+/// every packet.
+fn with_timestamp(body: Vec<u8>, ts: u64) -> (Vec<u8>, Vec<u8>) {
+    let mut payload = body.clone();
+    payload.push(TIMESTAMP);
+    varint::put(&mut payload, ts);
+    (body, payload)
 }
 
 /// The chunk of framed packets `data` describes, one opcode byte at a time: a new packet
@@ -59,10 +62,7 @@ fn chunk(mut data: &[u8]) -> Vec<u8> {
             0 => {
                 let len = take(data, 1).first().map_or(0, |b| usize::from(*b));
                 let body = take(data, len).to_vec();
-                let mut payload = body.clone();
-                payload.push(0x40);
-                put_varint(&mut payload, timestamp(data));
-                (body, payload)
+                with_timestamp(body, timestamp(data))
             }
             1 if !payloads.is_empty() => {
                 let i = pick(data, payloads.len());
@@ -70,11 +70,7 @@ fn chunk(mut data: &[u8]) -> Vec<u8> {
             }
             2 if !payloads.is_empty() => {
                 let i = pick(data, payloads.len());
-                let body = bodies[i].clone();
-                let mut payload = body.clone();
-                payload.push(0x40);
-                put_varint(&mut payload, timestamp(data));
-                (body, payload)
+                with_timestamp(bodies[i].clone(), timestamp(data))
             }
             _ => {
                 let n = usize::from(op >> 2) % 8;
@@ -82,8 +78,8 @@ fn chunk(mut data: &[u8]) -> Vec<u8> {
                 continue;
             }
         };
-        out.push(0x0A);
-        put_varint(&mut out, payload.len() as u64);
+        out.push(FRAME);
+        varint::put(&mut out, payload.len() as u64);
         out.extend_from_slice(&payload);
         bodies.push(body);
         payloads.push(payload);

@@ -17,6 +17,8 @@
 //! encoder's insides. libdeflate, already a dependency, inflates; `write/deflate/`'s own
 //! tests check that Python's zlib reads the encoder's output too.
 
+use ingero_trace::proto::keys::{FRAME, TIMESTAMP};
+use ingero_trace::proto::varint;
 use ingero_trace::write::PacketDeflater;
 use libdeflater::Decompressor;
 use proptest::prelude::*;
@@ -46,14 +48,6 @@ enum Piece {
 struct Chunk {
     pieces: Vec<Piece>,
     raw: Option<(Index, Vec<u8>)>,
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 /// A timestamp of any varint length (1 to 10 bytes), small ones (deltas) most often.
@@ -132,8 +126,8 @@ fn chunk(c: &Chunk) -> Vec<u8> {
                 with_timestamp(&body, *ts)
             }
         };
-        out.push(0x0A);
-        put_varint(&mut out, payload.len() as u64);
+        out.push(FRAME);
+        varint::put(&mut out, payload.len() as u64);
         out.extend_from_slice(&payload);
         packets.push((body, payload));
     }
@@ -146,8 +140,8 @@ fn chunk(c: &Chunk) -> Vec<u8> {
 /// `body`, then `timestamp` (field 8, varint) as the writer ends every packet.
 fn with_timestamp(body: &[u8], ts: u64) -> (Vec<u8>, Vec<u8>) {
     let mut payload = body.to_vec();
-    payload.push(0x40);
-    put_varint(&mut payload, ts);
+    payload.push(TIMESTAMP);
+    varint::put(&mut payload, ts);
     (body.to_vec(), payload)
 }
 

@@ -35,8 +35,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use common::{WATCHDOG, framed, mutation, noise, put_varint, within, workload, write_recording};
+use common::{WATCHDOG, framed, mutation, noise, within, workload, write_recording};
 use ingero_trace::model::ReadRecord;
+use ingero_trace::proto::varint;
 use ingero_trace::read::{ExpandedPackets, TimeRange, TraceReader, empty_record};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
@@ -168,7 +169,7 @@ fn lying_file(tag: u8, claim: u64) -> Vec<u8> {
     let mut file = Vec::new();
     framed(&mut file, &[0x40, 0x01]);
     file.push(tag);
-    put_varint(&mut file, claim);
+    varint::put(&mut file, claim);
     file.extend_from_slice(b"only these");
     file
 }
@@ -227,14 +228,14 @@ fn packet(fields: &[u8]) -> Vec<u8> {
 
 /// A varint field `num` = `v`.
 fn varint_field(out: &mut Vec<u8>, num: u64, v: u64) {
-    put_varint(out, num << 3);
-    put_varint(out, v);
+    varint::put(out, num << 3);
+    varint::put(out, v);
 }
 
 /// A length-delimited field `num` holding `inner`.
 fn bytes_field(out: &mut Vec<u8>, num: u64, inner: &[u8]) {
-    put_varint(out, num << 3 | 2);
-    put_varint(out, inner.len() as u64);
+    varint::put(out, num << 3 | 2);
+    varint::put(out, inner.len() as u64);
     out.extend_from_slice(inner);
 }
 
@@ -283,8 +284,8 @@ fn a_packet_bigger_than_the_read_buffer_reads_whole_in_a_buffer_its_size() {
     // A packet of 5 MiB (an unknown field the decoder skips), then a small one: the read
     // buffer grows to hold it, doubling as the bytes arrive.
     let mut big = Vec::new();
-    put_varint(&mut big, 1000 << 3 | 2);
-    put_varint(&mut big, 5 << 20);
+    varint::put(&mut big, 1000 << 3 | 2);
+    varint::put(&mut big, 5 << 20);
     big.resize(big.len() + (5 << 20), 0x5A);
     let mut file = Vec::new();
     framed(&mut file, &big);

@@ -105,7 +105,7 @@ impl<'a> EventView<'a> {
             ),
             ReadRecord::OffCpu(o) => (
                 o.ts_ns,
-                o.clamped_from_ns.unwrap_or(o.duration_ns),
+                o.real_duration_ns(),
                 &o.thread,
                 o.cgroup_id,
                 o.cpu,

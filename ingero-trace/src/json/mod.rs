@@ -56,13 +56,20 @@ pub struct Labeled<'a> {
     pub labels: Option<&'a Map<String, Value>>,
 }
 
-impl Serialize for Labeled<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+impl Line<'_> {
+    /// Serialises the line as one map, with `labels` after an event's keys (an annotation
+    /// writes its own): the one body of [`Line`]'s and [`Labeled`]'s forms, so a plain line is
+    /// a labelled one without labels, key for key.
+    fn serialize_labeled<S: Serializer>(
+        &self,
+        labels: Option<&Map<String, Value>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(None)?;
-        match &self.line {
+        match self {
             Line::Event(e) => {
                 e.entries(&mut map)?;
-                if let Some(labels) = self.labels {
+                if let Some(labels) = labels {
                     map.serialize_entry("labels", labels)?;
                 }
             }
@@ -72,14 +79,15 @@ impl Serialize for Labeled<'_> {
     }
 }
 
+impl Serialize for Labeled<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.line.serialize_labeled(self.labels, s)
+    }
+}
+
 impl Serialize for Line<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(None)?;
-        match self {
-            Line::Event(e) => e.entries(&mut map)?,
-            Line::Annotation(a) => annotation::entries(a, &mut map)?,
-        }
-        map.end()
+        self.serialize_labeled(None, s)
     }
 }
 

@@ -227,3 +227,53 @@ fn labels_come_last_on_events_only() {
     assert!(text.contains(r#""labels":{"step":"8"}"#), "{text}");
     assert!(!text.contains(r#""7""#), "{text}");
 }
+
+/// A line without labels is the labelled line with none, byte for byte, for an event and an
+/// annotation (both serialise through one body).
+#[test]
+fn a_plain_line_is_a_labeled_line_without_labels() {
+    let e = Event::Cuda(CudaCall {
+        ts_ns: 1,
+        duration_ns: 1,
+        task: task(),
+        op: CudaOp::DeviceSynchronize,
+        ret: 0,
+        args: CudaArgs::Sync {
+            stream: None,
+            event: None,
+        },
+    });
+    let a = AnnotationRecord {
+        labels: vec![("step".into(), "8".into())],
+        ..Default::default()
+    };
+    for line in [Line::of_event(&e), Line::Annotation(&a)] {
+        let plain = serde_json::to_string(&line).expect("json");
+        let labeled = serde_json::to_string(&Labeled { line, labels: None }).expect("json");
+        assert_eq!(plain, labeled);
+    }
+}
+
+/// A recorded off-CPU interval whose slice the writer shortened shows its real duration.
+#[test]
+fn a_clamped_off_cpu_record_shows_its_real_duration() {
+    let r = ReadRecord::OffCpu(crate::model::OffCpuRecord {
+        ts_ns: 10,
+        duration_ns: 3,
+        thread: crate::model::ThreadRef {
+            pid: 10,
+            tid: 11,
+            name: "python3".into(),
+        },
+        reason: OffCpuReason::Preempted,
+        prev_state: 0,
+        next_tid: 0,
+        next_comm: String::new(),
+        cpu: 1,
+        cgroup_id: 5,
+        clamped_from_ns: Some(8),
+    });
+    let line = Line::of_record(&r).expect("an event");
+    let v: Value = serde_json::to_value(&line).expect("json");
+    assert_eq!(v["duration_ns"], json!(8));
+}

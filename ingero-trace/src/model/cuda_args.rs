@@ -171,20 +171,6 @@ pub enum CudaArgs {
     },
 }
 
-impl CudaArgs {
-    /// Bytes moved or allocated, where the op has such a size.
-    pub fn bytes(&self) -> Option<u64> {
-        match self {
-            CudaArgs::Alloc { size, .. } | CudaArgs::HostAlloc { size } => Some(*size),
-            CudaArgs::Free { size, .. } => *size,
-            CudaArgs::Memcpy { count, .. }
-            | CudaArgs::MemcpyPeer { count, .. }
-            | CudaArgs::Memset { count, .. } => Some(*count),
-            _ => None,
-        }
-    }
-}
-
 /// The name of a `cudaError_t`, for the codes users meet most.
 pub fn cuda_error_name(code: i32) -> Option<&'static str> {
     Some(match code {

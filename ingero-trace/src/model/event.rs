@@ -155,10 +155,3 @@ impl Event {
         }
     }
 }
-
-impl CudaCall {
-    /// The op's canonical CUDA name (`cudaMalloc`), as users see it.
-    pub fn op_name(&self) -> &'static str {
-        self.op.name()
-    }
-}

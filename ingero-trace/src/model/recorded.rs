@@ -58,7 +58,7 @@ pub struct OffCpuRecord {
     /// Switch-out time (CLOCK_MONOTONIC ns).
     pub ts_ns: u64,
     /// Nanoseconds the slice lasts in the file: the time off the CPU unless the writer clamped
-    /// it (see `clamped_from_ns`).
+    /// it (see `clamped_from_ns` and [`Self::real_duration_ns`]).
     pub duration_ns: u64,
     /// The traced thread that left the CPU.
     pub thread: ThreadRef,
@@ -76,6 +76,13 @@ pub struct OffCpuRecord {
     pub cgroup_id: u64,
     /// Set when the writer shortened the slice to keep its track nested: the real duration.
     pub clamped_from_ns: Option<u64>,
+}
+
+impl OffCpuRecord {
+    /// The real time off the CPU (the slice in the file may be shortened to nest).
+    pub fn real_duration_ns(&self) -> u64 {
+        self.clamped_from_ns.unwrap_or(self.duration_ns)
+    }
 }
 
 /// Process or thread lifecycle, as recorded from a [`ProcessEvent`](super::ProcessEvent).

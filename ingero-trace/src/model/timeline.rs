@@ -44,13 +44,6 @@ pub struct AnnotationRecord {
     pub stamped_by_agent: bool,
 }
 
-impl AnnotationRecord {
-    /// A span (it has an end) rather than an instant that sets labels.
-    pub fn is_span(&self) -> bool {
-        self.end_ns.is_some()
-    }
-}
-
 /// One item on the timeline.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TimelineRecord {

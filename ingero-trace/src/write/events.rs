@@ -292,7 +292,7 @@ impl Recorder {
             self.tracks.refresh_process(p.task.pid, &comm);
         }
         let track = self.thread_track(ThreadTrack::Thread, &p.task)?;
-        let state = self.instant_state(track, placement(&p.task));
+        let state = self.slices.state_now(track, placement(&p.task));
         let e = self.event_open(late, p.ts_ns)?;
         let (buf, seq) = self.event_args(&e);
         encode::category(buf, Category::Process.iid());

@@ -266,6 +266,26 @@ mod tests {
         assert_eq!(n.next_path(), PathBuf::from("/tmp/run.2.pftrace"));
     }
 
+    /// A failed file operation names what was being done and the path (copied only now that
+    /// it failed).
+    #[test]
+    fn a_failed_create_says_what_and_where() {
+        let d = tmp("failed-create");
+        let path = d.join("missing").join("run.pftrace");
+        match TraceFile::create(&path, None) {
+            Err(WriteError::Io {
+                action,
+                path: p,
+                source,
+            }) => {
+                assert_eq!((action, p.as_path()), ("creating", path.as_path()));
+                assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+            }
+            other => panic!("expected an I/O error, got {:?}", other.map(|f| f.bytes())),
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
     #[test]
     fn passwd_lookup() {
         let p =

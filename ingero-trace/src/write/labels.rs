@@ -35,8 +35,6 @@ pub(super) trait LabelSink {
     fn event_name(&mut self, name: EventName) -> u64;
     /// An instant at `ts`.
     fn instant(&mut self, track: u64, ts: u64, te: TrackEvent) -> Result<()>;
-    /// A slice `[ts, end]`, both ends written now.
-    fn slice(&mut self, track: u64, ts: u64, end: u64, te: TrackEvent) -> Result<()>;
     /// A slice begun at `ts` and left open.
     fn begin_open(&mut self, track: u64, ts: u64, te: TrackEvent) -> Result<()>;
     /// Ends the open slice of `track` at `ts`.
@@ -174,7 +172,10 @@ impl LabelState {
                 debug_annotations: args,
                 ..Default::default()
             };
-            return sink.slice(track, a.ts_ns, end, te);
+            // Both ends are written now: the lane keeps spans from overlapping on a track, so
+            // nothing else can begin on it before this end.
+            sink.begin_open(track, a.ts_ns, te)?;
+            return sink.end_open(track, end.max(a.ts_ns));
         }
         let track = sink.track(&TrackKey::Labels(scope), hint)?;
         let te = TrackEvent {

@@ -19,6 +19,21 @@ impl Recorder {
         self.labels = labels;
         result
     }
+
+    /// Writes `te` as an event of type `ty` on `track` at `ts`: the one place where the
+    /// plain sequence's instants, slice begins, slice ends and counter samples get their
+    /// type and track.
+    pub(super) fn plain_event(
+        &mut self,
+        ty: i32,
+        track: u64,
+        ts: u64,
+        mut te: TrackEvent,
+    ) -> Result<()> {
+        te.r#type = Some(ty);
+        te.track_uuid = Some(track);
+        self.emit_event(ts, te)
+    }
 }
 
 impl LabelSink for Recorder {
@@ -34,35 +49,16 @@ impl LabelSink for Recorder {
         self.plain.interner.name(name)
     }
 
-    fn instant(&mut self, track: u64, ts: u64, mut te: TrackEvent) -> Result<()> {
-        te.r#type = Some(event_type::INSTANT);
-        te.track_uuid = Some(track);
-        self.emit_event(ts, te)
+    fn instant(&mut self, track: u64, ts: u64, te: TrackEvent) -> Result<()> {
+        self.plain_event(event_type::INSTANT, track, ts, te)
     }
 
-    /// Both ends written at once (spans: their lane keeps them from overlapping).
-    fn slice(&mut self, track: u64, ts: u64, end: u64, mut te: TrackEvent) -> Result<()> {
-        te.r#type = Some(event_type::SLICE_BEGIN);
-        te.track_uuid = Some(track);
-        self.emit_event(ts, te)?;
-        self.end_open(track, end.max(ts))
-    }
-
-    fn begin_open(&mut self, track: u64, ts: u64, mut te: TrackEvent) -> Result<()> {
-        te.r#type = Some(event_type::SLICE_BEGIN);
-        te.track_uuid = Some(track);
-        self.emit_event(ts, te)
+    fn begin_open(&mut self, track: u64, ts: u64, te: TrackEvent) -> Result<()> {
+        self.plain_event(event_type::SLICE_BEGIN, track, ts, te)
     }
 
     fn end_open(&mut self, track: u64, ts: u64) -> Result<()> {
-        self.emit_event(
-            ts,
-            TrackEvent {
-                r#type: Some(event_type::SLICE_END),
-                track_uuid: Some(track),
-                ..Default::default()
-            },
-        )
+        self.plain_event(event_type::SLICE_END, track, ts, TrackEvent::default())
     }
 
     fn stream_time(&self) -> u64 {

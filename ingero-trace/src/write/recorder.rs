@@ -632,11 +632,6 @@ impl Recorder {
         self.end_packet(true, track, end, state)
     }
 
-    /// The placement to state with an instant on `track`, `None` when unchanged.
-    pub(super) fn instant_state(&mut self, track: u64, at: Placement) -> Option<Placement> {
-        self.slices.state_now(track, at)
-    }
-
     /// A slice-end packet: in one piece unless definitions are waiting to be written or it
     /// states where its thread ran.
     #[inline(always)]
@@ -666,15 +661,11 @@ impl Recorder {
 
     /// A counter sample on the plain sequence (events/s, drops).
     fn plain_counter(&mut self, track: u64, ts: u64, value: i64) -> Result<()> {
-        self.emit_event(
-            ts,
-            TrackEvent {
-                r#type: Some(event_type::COUNTER),
-                track_uuid: Some(track),
-                counter_value: Some(value),
-                ..Default::default()
-            },
-        )
+        let te = TrackEvent {
+            counter_value: Some(value),
+            ..Default::default()
+        };
+        self.plain_event(event_type::COUNTER, track, ts, te)
     }
 
     pub(super) fn counter(&mut self, late: bool, track: u64, ts: u64, value: i64) -> Result<()> {

@@ -20,6 +20,8 @@ use ingero_trace::model::{
     AnnotationRecord, Comm, CudaArgs, Event, FinalStats, MemcpyKind, OffCpu, ReadRecord, Scope,
     Task, TimelineRecord,
 };
+use ingero_trace::proto::keys::{COMPRESSED_PACKETS, FRAME};
+use ingero_trace::proto::varint;
 use ingero_trace::read::{Damage, TimeRange, TraceReader};
 use ingero_trace::synth::{self, SCENARIO_T0 as T0};
 use ingero_trace::write::{Recorder, RecorderConfig};
@@ -609,39 +611,31 @@ pub fn field() -> impl Strategy<Value = Field> {
     })
 }
 
-pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 pub fn encode_fields(fields: &[Field], out: &mut Vec<u8>) {
     for f in fields {
         match f {
             Field::Varint(n, v) => {
-                put_varint(out, u64::from(*n) << 3);
-                put_varint(out, *v);
+                varint::put(out, u64::from(*n) << 3);
+                varint::put(out, *v);
             }
             Field::Fixed64(n, v) => {
-                put_varint(out, u64::from(*n) << 3 | 1);
+                varint::put(out, u64::from(*n) << 3 | 1);
                 out.extend_from_slice(&v.to_le_bytes());
             }
             Field::Fixed32(n, v) => {
-                put_varint(out, u64::from(*n) << 3 | 5);
+                varint::put(out, u64::from(*n) << 3 | 5);
                 out.extend_from_slice(&v.to_le_bytes());
             }
             Field::Bytes(n, b) => {
-                put_varint(out, u64::from(*n) << 3 | 2);
-                put_varint(out, b.len() as u64);
+                varint::put(out, u64::from(*n) << 3 | 2);
+                varint::put(out, b.len() as u64);
                 out.extend_from_slice(b);
             }
             Field::Message(n, m) => {
                 let mut inner = Vec::new();
                 encode_fields(m, &mut inner);
-                put_varint(out, u64::from(*n) << 3 | 2);
-                put_varint(out, inner.len() as u64);
+                varint::put(out, u64::from(*n) << 3 | 2);
+                varint::put(out, inner.len() as u64);
                 out.extend_from_slice(&inner);
             }
         }
@@ -720,8 +714,8 @@ fn zlib(data: &[u8]) -> Vec<u8> {
 
 /// Frames `packet` as a `Trace.packet` entry.
 pub fn framed(out: &mut Vec<u8>, packet: &[u8]) {
-    out.push(0x0A);
-    put_varint(out, packet.len() as u64);
+    out.push(FRAME);
+    varint::put(out, packet.len() as u64);
     out.extend_from_slice(packet);
 }
 
@@ -756,14 +750,14 @@ pub fn noise_file(frames: &[Frame]) -> Vec<u8> {
                     let i = at.index(z.len());
                     z[i] ^= x;
                 }
-                let mut p = vec![0x92, 0x03];
-                put_varint(&mut p, z.len() as u64);
+                let mut p = COMPRESSED_PACKETS.to_vec();
+                varint::put(&mut p, z.len() as u64);
                 p.extend_from_slice(&z);
                 framed(&mut out, &p);
             }
             Frame::Lying { tag, claim, bytes } => {
                 out.push(*tag);
-                put_varint(&mut out, *claim);
+                varint::put(&mut out, *claim);
                 out.extend_from_slice(bytes);
             }
             Frame::Other(field) => encode_fields(std::slice::from_ref(field), &mut out),
