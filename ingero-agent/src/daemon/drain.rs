@@ -44,7 +44,7 @@ pub(super) async fn run(d: &mut Daemon, signals: &mut Signals) -> Result<()> {
                 guard.clear_ready();
             }
             Some(annotation) = recv(&mut d.annotations) => {
-                handle_annotation(&mut d.pipeline, &annotation);
+                handle_annotation(&mut d.pipeline, annotation);
             }
             _ = drain_tick.tick() => {
                 drain(d.cuda.get_mut(), &mut d.pipeline);

@@ -36,7 +36,7 @@ pub(super) async fn finish(daemon: Daemon, signals: Signals) -> Result<ExitCode>
     drain(sched.get_mut(), &mut pipeline);
     if let Some(rx) = annotations.as_mut() {
         while let Ok(annotation) = rx.try_recv() {
-            handle_annotation(&mut pipeline, &annotation);
+            handle_annotation(&mut pipeline, annotation);
         }
     }
     let summary = render(&pipeline, &probes, ingest.as_ref());
