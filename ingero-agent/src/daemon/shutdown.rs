@@ -24,7 +24,6 @@ pub(super) async fn finish(daemon: Daemon, signals: Signals) -> Result<ExitCode>
         mut sched,
         ingest,
         mut annotations,
-        json,
         live_table,
         ..
     } = daemon;
@@ -40,7 +39,7 @@ pub(super) async fn finish(daemon: Daemon, signals: Signals) -> Result<ExitCode>
         }
     }
     let summary = render(&pipeline, &probes, ingest.as_ref());
-    if json {
+    if pipeline.json_enabled() {
         let line = stats_json(&pipeline, &probes, ingest.as_ref(), true);
         pipeline.write_json_line(&line);
     }
@@ -64,7 +63,7 @@ pub(super) async fn finish(daemon: Daemon, signals: Signals) -> Result<ExitCode>
             eprintln!("ingero: writing output failed: {err}");
         }
     }
-    if json {
+    if pipeline.json_enabled() {
         eprint!("{summary}");
     } else {
         if live_table {
