@@ -9,6 +9,7 @@ use std::{
 };
 
 use ingero_trace::json::{Line, write_line};
+use serde::Serialize;
 
 use crate::{
     decode::{self, DecodeError},
@@ -45,12 +46,9 @@ impl Pipeline {
         match decode::decode(bytes) {
             Ok(event) => {
                 self.stats.record(&event);
-                if let Some(out) = self.json.as_mut() {
-                    if self.output_error.is_none() {
-                        if let Err(e) = write_line(&mut **out, &Line::of_event(&event)) {
-                            self.output_error = Some(e);
-                        }
-                    }
+                // The view is built only with `--json`: this is the drain path.
+                if self.json_enabled() {
+                    self.write_json_line(&Line::of_event(&event));
                 }
                 if let Some(recording) = self.recording.as_mut() {
                     recording.push_event(event);
@@ -60,13 +58,12 @@ impl Pipeline {
         }
     }
 
-    /// Writes an already-rendered JSON line (annotations and other non-kernel records).
-    pub fn write_json_line(&mut self, value: &serde_json::Value) {
+    /// Writes one `--json` line (an event, an annotation, a stats line) when `--json` is on.
+    /// After the first failed write nothing more is written, and that first error is kept: it
+    /// is what ends tracing and what the summary reports.
+    pub fn write_json_line(&mut self, line: &impl Serialize) {
         if let (Some(out), None) = (self.json.as_mut(), &self.output_error) {
-            if let Err(e) = serde_json::to_writer(&mut *out, value)
-                .map_err(io::Error::from)
-                .and_then(|_| out.write_all(b"\n"))
-            {
+            if let Err(e) = write_line(&mut **out, line) {
                 self.output_error = Some(e);
             }
         }

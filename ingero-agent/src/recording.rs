@@ -13,10 +13,7 @@ use ingero_trace::clock::monotonic_now_ns;
 use ingero_trace::model::{AnnotationRecord, Event, FinalStats, TimelineRecord};
 use ingero_trace::write::{Recorder, RecorderConfig};
 
-use crate::{
-    annotate::ReceivedAnnotation,
-    timeline::merger::{Merger, MergerConfig},
-};
+use crate::timeline::merger::{Merger, MergerConfig};
 
 /// The recording half of a trace session.
 pub struct Recording {
@@ -48,12 +45,9 @@ impl Recording {
         }
     }
 
-    pub fn push_annotation(&mut self, annotation: &ReceivedAnnotation) {
+    pub fn push_annotation(&mut self, annotation: AnnotationRecord) {
         if self.recorder.is_some() {
-            self.merger
-                .push(TimelineRecord::Annotation(AnnotationRecord::from(
-                    annotation,
-                )));
+            self.merger.push(TimelineRecord::Annotation(annotation));
         }
     }
 

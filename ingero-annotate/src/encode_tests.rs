@@ -5,9 +5,7 @@
 use super::*;
 use crate::limits::{MAX_LABELS, MAX_LINE_BYTES, MAX_VALUE_BYTES};
 use crate::parse::parse_line;
-use crate::test_rng::Rng;
-
-const NOW: u64 = 1_700_000_000_000_000_000;
+use crate::test_rng::{NOW, Rng};
 
 /// Random annotation material for the round-trip tests.
 trait Material {

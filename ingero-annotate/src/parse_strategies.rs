@@ -13,9 +13,7 @@ use super::*;
 use crate::charclass::is_forbidden_char;
 use crate::encode::EncodeOptions;
 use crate::limits::{MAX_CLOCK_SKEW_NS, PID_MAX};
-
-/// The agent's clock in every test: times are valid within the skew around it.
-pub(super) const NOW: u64 = 1_700_000_000_000_000_000;
+use crate::test_rng::NOW;
 
 // ---------------------------------------------------------------------------
 // Valid annotations.

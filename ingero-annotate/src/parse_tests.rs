@@ -1,8 +1,7 @@
 //! Tests of `parse_line`: one per rule, plus the tricky encodings.
 
 use super::*;
-
-const NOW: u64 = 1_700_000_000_000_000_000;
+use crate::test_rng::NOW;
 
 fn ok(line: &str) -> WireAnnotation {
     match parse_line(line.as_bytes(), NOW) {

@@ -5,17 +5,17 @@
 
 use super::scan::scan;
 use super::*;
-use crate::test_rng::Rng;
-
-const NOW: u64 = 1_700_000_000_000_000_000;
+use crate::test_rng::{NOW, Rng};
 
 /// `parse_line` without the fast path.
 fn reference(line: &[u8]) -> Result<WireAnnotation, Rejection> {
     parse_line_reference(line, NOW)
 }
 
-/// Whether the scanner answered for `line`, after checking it agrees.
-fn agrees(line: &[u8]) -> bool {
+/// Whether the scanner answered for `line`, after checking it agrees (panicking if not). The
+/// property tests (`parse_proptests.rs`) use it too: proptest catches the panic, shrinks the
+/// input and reports the message as it would a failed `prop_assert!`.
+pub(super) fn agrees(line: &[u8]) -> bool {
     assert_eq!(
         parse_line(line, NOW),
         reference(line),

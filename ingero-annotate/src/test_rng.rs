@@ -1,5 +1,10 @@
 //! The deterministic pseudo-random generator of the property-style tests (xorshift64*): no
-//! crate needed, and a failure reproduces from its seed.
+//! crate needed, and a failure reproduces from its seed. Also the one fixed clock the tests parse
+//! against, [`NOW`].
+
+/// The agent's clock in every test: times are valid within the skew around it. Fixed, so a
+/// failure reproduces.
+pub const NOW: u64 = 1_700_000_000_000_000_000;
 
 pub struct Rng(pub u64);
 

@@ -81,6 +81,13 @@ pub fn build_fixture(name: &str, output: &str, extra: &[&str]) -> Result<PathBuf
     Ok(out)
 }
 
+/// The driver program built from `tests/fixtures/cuda_driver.c`: it dlopens the libcudart named
+/// by its first argument and makes the CUDA calls, scheduler activity or process events its
+/// mode asks for. One place, so every test builds it with the same flags.
+pub fn cuda_driver() -> Result<PathBuf> {
+    build_fixture("cuda_driver", "cuda_driver", &["-lpthread", "-ldl"])
+}
+
 /// How long an agent may take to attach. A previous agent's uprobes are unregistered by the
 /// kernel one at a time (about 0.1 s each) after it exits, and new attachments wait for that.
 const ATTACH_TIMEOUT: Duration = Duration::from_secs(120);

@@ -2,12 +2,8 @@
 //! scheduler tracepoints. Run as root through `cargo xtask test` (one test at a time).
 
 use anyhow::Result;
-use ingero_e2e::{Agent, Driver, build_fixture, cudart, events, kernel_tests_enabled};
+use ingero_e2e::{Agent, Driver, build_fixture, cuda_driver, cudart, events, kernel_tests_enabled};
 use serde_json::{Value, json};
-
-fn driver_program() -> Result<std::path::PathBuf> {
-    build_fixture("cuda_driver", "cuda_driver", &["-lpthread", "-ldl"])
-}
 
 fn only<'a>(all: &'a [Value], op: &str, pid: u64) -> &'a Value {
     let matching: Vec<&Value> = events(all, "cuda", op)
@@ -29,7 +25,7 @@ fn cuda_calls_carry_exact_arguments_and_untargeted_processes_emit_nothing() -> R
     }
     let lib = cudart()?;
     let lib_str = lib.to_string_lossy().to_string();
-    let program = driver_program()?;
+    let program = cuda_driver()?;
     let mut target = Driver::spawn(&program, &[&lib_str, "calls"])?;
     let mut outsider = Driver::spawn(&program, &[&lib_str, "calls"])?;
     let ids = target.read()?;
@@ -111,7 +107,7 @@ fn off_cpu_intervals_tell_preemption_from_blocking_and_lifecycle_is_traced() -> 
     }
     let lib = cudart()?;
     let lib_str = lib.to_string_lossy().to_string();
-    let mut driver = Driver::spawn(&driver_program()?, &[&lib_str, "sched"])?;
+    let mut driver = Driver::spawn(&cuda_driver()?, &[&lib_str, "sched"])?;
     let ids = driver.read()?;
     let pid = ids["pid"].as_u64().unwrap_or_default();
     let agent = Agent::start(&["--cuda-lib", &lib_str, "--pid", &pid.to_string()])?;
@@ -213,7 +209,7 @@ fn finds_the_wheel_in_site_packages_without_cuda_lib() -> Result<()> {
         "{}",
         agent.stderr()
     );
-    let mut driver = Driver::spawn(&driver_program()?, &[&lib, "calls"])?;
+    let mut driver = Driver::spawn(&cuda_driver()?, &[&lib, "calls"])?;
     let pid = driver.read()?["pid"].as_u64().unwrap_or_default();
     driver.go_and_finish()?;
     let all = agent.stop()?;
@@ -233,7 +229,7 @@ fn successful_allocations_resolve_pointers_and_frees_report_their_size() -> Resu
     }
     let mock_lib = build_fixture("mock_cuda", "libmock_cuda.so", &["-shared", "-fPIC"])?;
     let mock_str = mock_lib.to_string_lossy().to_string();
-    let mut driver = Driver::spawn(&driver_program()?, &[&mock_str, "alloc"])?;
+    let mut driver = Driver::spawn(&cuda_driver()?, &[&mock_str, "alloc"])?;
     let pid = driver.read()?["pid"].as_u64().unwrap_or_default();
     let agent = Agent::start(&["--cuda-lib", &mock_str, "--pid", &pid.to_string()])?;
     let done = driver.go_and_finish()?;

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 
 use anyhow::{Context, Result, ensure};
-use ingero_e2e::{Agent, Driver, agent_bin, build_fixture, cudart, kernel_tests_enabled};
+use ingero_e2e::{Agent, Driver, agent_bin, cuda_driver, cudart, kernel_tests_enabled};
 use serde_json::Value;
 
 /// `ingero annotate` through the test agent's socket.
@@ -46,7 +46,7 @@ fn every_live_line_is_the_recorded_line_key_for_key() -> Result<()> {
     let recording = dir.join("run.pftrace");
     let socket = dir.join("annotate.sock").to_string_lossy().to_string();
     let lib = cudart()?.to_string_lossy().to_string();
-    let program = build_fixture("cuda_driver", "cuda_driver", &["-lpthread", "-ldl"])?;
+    let program = cuda_driver()?;
     let mut calls = Driver::spawn(&program, &[&lib, "calls"])?;
     let mut sched = Driver::spawn(&program, &[&lib, "sched"])?;
     let calls_pid = calls.read()?["pid"]

@@ -8,8 +8,9 @@
 //! path resolves to the deepest module that has a file (`src/a/b.rs` or `src/a/b/mod.rs`);
 //! items and inline modules stay in their file. Not edges: a path into the file itself or into
 //! `lib.rs`, and a module file's path into its own child modules (declaring and re-exporting
-//! children is what a parent is for). Test code is left out: `#[cfg(test)]` items and modules,
-//! and files named `tests.rs`, `*_tests.rs` or under a `tests/` directory.
+//! children is what a parent is for). Test code is left out: `#[cfg(test)]` items and modules
+//! (a file is test code because its module is declared under `#[cfg(test)]` or starts with
+//! `#![cfg(test)]`, never because of its name).
 //!
 //! Cycles are the strongly connected components of more than one file (Tarjan); for each, one
 //! loop through it is printed edge by edge with the line that makes the edge.
@@ -128,15 +129,6 @@ struct Module {
     facts: parse::FileFacts,
 }
 
-/// Whether a file is test code by its name or place.
-fn is_test_file(rel: &Path) -> bool {
-    let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let in_tests_dir = rel
-        .parent()
-        .is_some_and(|p| p.components().any(|c| c.as_os_str() == "tests"));
-    name == "tests.rs" || name.ends_with("_tests.rs") || in_tests_dir
-}
-
 /// Lexically normalised (`a/./b/../c` → `a/c`), for `#[path]` values.
 fn normalise(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
@@ -158,7 +150,7 @@ pub fn build(dir: &Path) -> Result<Graph> {
     let mut queue = VecDeque::from([(PathBuf::from("src/lib.rs"), Vec::new(), true)]);
     let mut seen = BTreeSet::new();
     while let Some((file, path, owns_dir)) = queue.pop_front() {
-        if is_test_file(file.strip_prefix("src").unwrap_or(&file)) || !seen.insert(file.clone()) {
+        if !seen.insert(file.clone()) {
             continue;
         }
         let text = std::fs::read_to_string(dir.join(&file))
@@ -483,6 +475,30 @@ mod tests {
         // q → p (its parent), q → r, r → leaf; leaf's `crate::Q` is lib.rs's.
         assert_eq!(graph.edge_count(), 3);
         assert!(report("acyclic", &graph, &[]).ends_with("no cycles\n"));
+    }
+
+    /// Only `#[cfg(test)]` makes a file test code: a module that the build compiles is in the
+    /// graph whatever its file is called or wherever it lies.
+    #[test]
+    fn files_named_like_tests_but_compiled_are_real_code() {
+        let tree = Tree::new(
+            "names",
+            &[
+                ("src/lib.rs", "mod load_tests;\nmod tests;\n"),
+                (
+                    "src/load_tests.rs",
+                    "use crate::tests::inner::I;\npub struct L;\n",
+                ),
+                ("src/tests/mod.rs", "pub mod inner;\n"),
+                (
+                    "src/tests/inner.rs",
+                    "use crate::load_tests::L;\npub struct I;\n",
+                ),
+            ],
+        );
+        let (graph, found) = tree.cycles();
+        assert_eq!(graph.files.len(), 4);
+        assert_eq!(found, [["src/load_tests.rs", "src/tests/inner.rs"]]);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 use ingero_trace::json::{Labeled, Line};
-use ingero_trace::model::{AnnotationRecord, CudaArgs, ReadRecord};
+use ingero_trace::model::ReadRecord;
 use serde_json::{Map, Value};
 
 use super::Analysis;
@@ -41,7 +41,7 @@ fn labels_at(an: &Analysis, pid: u32, t: u64, scratch: &mut Vec<ValueId>) -> Map
     m
 }
 
-/// One selected record, as the text and CSV forms show it.
+/// One selected record, as the text and CSV forms show it (the CSV form adds [`detail`]).
 struct Row<'a> {
     kind: &'static str,
     ts: u64,
@@ -51,7 +51,6 @@ struct Row<'a> {
     thread: &'a str,
     op: &'static str,
     ret: i32,
-    detail: String,
 }
 
 /// The row of a record `--events` lists; `None` for the records it does not.
@@ -66,7 +65,6 @@ fn row(rec: &ReadRecord) -> Option<Row<'_>> {
             thread: &c.thread.name,
             op: c.op.name(),
             ret: c.ret,
-            detail: cuda_detail(&c.args),
         },
         ReadRecord::OffCpu(o) => Row {
             kind: "off_cpu",
@@ -77,7 +75,6 @@ fn row(rec: &ReadRecord) -> Option<Row<'_>> {
             thread: &o.thread.name,
             op: "",
             ret: 0,
-            detail: format!("{}, ran instead: {}", o.reason.name(), o.next_comm),
         },
         ReadRecord::Lifecycle(l) => Row {
             kind: "process",
@@ -88,7 +85,6 @@ fn row(rec: &ReadRecord) -> Option<Row<'_>> {
             thread: &l.thread.name,
             op: l.op.text(),
             ret: 0,
-            detail: format!("{} {}", l.other_pid, l.text),
         },
         ReadRecord::Annotation(a) => Row {
             kind: "annotation",
@@ -99,19 +95,25 @@ fn row(rec: &ReadRecord) -> Option<Row<'_>> {
             thread: "",
             op: "",
             ret: 0,
-            detail: annotation_detail(a),
         },
         _ => return None,
     })
 }
 
-fn cuda_detail(args: &CudaArgs) -> String {
-    format!("{args:?}")
-}
-
-fn annotation_detail(a: &AnnotationRecord) -> String {
-    let labels: Vec<String> = a.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    labels.join(" ")
+/// The CSV `detail` column of a listed record: a CUDA call's arguments, why a thread went off
+/// the CPU and what ran instead, a lifecycle event's other pid and text, an annotation's labels.
+/// Built only for CSV, the one form that prints it.
+fn detail(rec: &ReadRecord) -> String {
+    match rec {
+        ReadRecord::Cuda(c) => format!("{:?}", c.args),
+        ReadRecord::OffCpu(o) => format!("{}, ran instead: {}", o.reason.name(), o.next_comm),
+        ReadRecord::Lifecycle(l) => format!("{} {}", l.other_pid, l.text),
+        ReadRecord::Annotation(a) => {
+            let labels: Vec<String> = a.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            labels.join(" ")
+        }
+        _ => String::new(),
+    }
 }
 
 /// Whether the selection keeps `rec` (its op, process and labels).
@@ -145,10 +147,12 @@ pub fn write(an: &Analysis, format: EventFormat, out: &mut dyn Write) -> Result<
     let mut reader = an.index.reader(an.selection.range);
     for rec in reader.by_ref() {
         let rec = rec?;
-        let Some(row) = row(&rec) else { continue };
+        // `admitted` first: it refuses every record `row` has no row for, so the order changes
+        // nothing but the work done on the records left out.
         if !admitted(an, &rec, &mut scratch) {
             continue;
         }
+        let Some(row) = row(&rec) else { continue };
         let labels = labels_at(an, row.pid, row.ts, &mut scratch);
         n += 1;
         let res = match format {
@@ -174,7 +178,7 @@ pub fn write(an: &Analysis, format: EventFormat, out: &mut dyn Write) -> Result<
                     csv_cell(row.thread),
                     row.op,
                     row.ret,
-                    csv_cell(&row.detail),
+                    csv_cell(&detail(&rec)),
                     csv_cell(&l)
                 )
             }

@@ -95,10 +95,11 @@ pub struct ReceivedAnnotation {
 }
 
 impl ReceivedAnnotation {
-    /// The `--json` form: the recording's line for the same annotation
+    /// The `--json` form as a value to look into: the recording's line for the same annotation
     /// ([`ingero_trace::json`]): `"type":"annotation"`, the labels, the scope pid (`null`
     /// when trace-wide) and start time, the trace-clock times (`ts_ns`, or `span_start_ns`
-    /// and `span_end_ns`) with their REALTIME originals, and the provenance.
+    /// and `span_end_ns`) with their REALTIME originals, and the provenance. The agent itself
+    /// writes that line straight from the [`AnnotationRecord`], without this tree.
     pub fn to_json(&self) -> Value {
         let record = AnnotationRecord::from(self);
         serde_json::to_value(Line::Annotation(&record)).unwrap_or(Value::Null)
@@ -107,6 +108,14 @@ impl ReceivedAnnotation {
 
 impl From<&ReceivedAnnotation> for AnnotationRecord {
     fn from(a: &ReceivedAnnotation) -> Self {
+        a.clone().into()
+    }
+}
+
+/// By value, so the labels move into the record instead of being copied (the agent's path:
+/// each annotation is converted once, for `--json` and the recording together).
+impl From<ReceivedAnnotation> for AnnotationRecord {
+    fn from(a: ReceivedAnnotation) -> Self {
         let (ts_ns, end_ns, realtime_ns, end_realtime_ns, stamped_by_agent) = match a.time {
             AnnotationTime::Instant {
                 ts_ns,
@@ -127,7 +136,7 @@ impl From<&ReceivedAnnotation> for AnnotationRecord {
             ),
         };
         AnnotationRecord {
-            labels: a.labels.clone(),
+            labels: a.labels,
             scope: a.scope,
             ts_ns,
             end_ns,
@@ -217,6 +226,52 @@ mod tests {
         assert_eq!(v["span_start_realtime_ns"], 3);
         assert_eq!(v["span_end_realtime_ns"], 4);
         assert!(v.get("ts_ns").is_none());
+    }
+
+    /// The agent writes an annotation's `--json` line straight from its record; before, it
+    /// went through [`ReceivedAnnotation::to_json`]'s `Value`. With serde_json's
+    /// `preserve_order` (which ingero-agent turns on) both give the same bytes: keys in the
+    /// order written, and label keys are unique (the parser refuses duplicates), so the map
+    /// merges none.
+    #[test]
+    fn the_direct_line_is_the_value_line_byte_for_byte() {
+        let span = sample(
+            AnnotationTime::Span {
+                start_ns: 5,
+                end_ns: 9,
+                start_realtime_ns: 1_700_000_000_000_000_005,
+                end_realtime_ns: 1_700_000_000_000_000_009,
+            },
+            Some(Scope {
+                pid: 1234,
+                start_time: 555,
+            }),
+        );
+        let mut escaped = sample(
+            AnnotationTime::Instant {
+                ts_ns: u64::MAX,
+                realtime_ns: 0,
+                stamped_by_agent: true,
+            },
+            None,
+        );
+        escaped
+            .labels
+            .push(("zeta".into(), "\"q\" é\n\u{1}".into()));
+        escaped.labels.push(("alpha".into(), String::new()));
+        escaped.provenance.pid = None;
+        for a in [span, escaped] {
+            let mut direct = Vec::new();
+            let record = AnnotationRecord::from(a.clone());
+            ingero_trace::json::write_line(&mut direct, &Line::Annotation(&record))
+                .expect("writing to a Vec");
+            let mut via_value = serde_json::to_vec(&a.to_json()).expect("serialising a Value");
+            via_value.push(b'\n');
+            assert_eq!(
+                String::from_utf8(direct).expect("JSON is UTF-8"),
+                String::from_utf8(via_value).expect("JSON is UTF-8")
+            );
+        }
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! and passing each annotation on (to `--json` output and the recording).
 
 use anyhow::{Context, Result};
+use ingero_trace::json::Line;
+use ingero_trace::model::AnnotationRecord;
 use tokio::sync::mpsc::Receiver;
 
 use crate::annotate::{IngestConfig, IngestServer, ReceivedAnnotation};
@@ -43,13 +45,16 @@ pub(super) async fn recv(
     }
 }
 
-/// Counts an annotation and writes it wherever events go.
-pub(super) fn handle_annotation(pipeline: &mut Pipeline, annotation: &ReceivedAnnotation) {
+/// Counts an annotation and writes it wherever events go. The record both outputs take is built
+/// once, and not at all when neither is on.
+pub(super) fn handle_annotation(pipeline: &mut Pipeline, annotation: ReceivedAnnotation) {
     pipeline.stats.annotations += 1;
-    if pipeline.json_enabled() {
-        pipeline.write_json_line(&annotation.to_json());
+    if !pipeline.json_enabled() && pipeline.recording.is_none() {
+        return;
     }
+    let record = AnnotationRecord::from(annotation);
+    pipeline.write_json_line(&Line::Annotation(&record));
     if let Some(recording) = pipeline.recording.as_mut() {
-        recording.push_annotation(annotation);
+        recording.push_annotation(record);
     }
 }

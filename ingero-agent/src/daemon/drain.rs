@@ -44,7 +44,7 @@ pub(super) async fn run(d: &mut Daemon, signals: &mut Signals) -> Result<()> {
                 guard.clear_ready();
             }
             Some(annotation) = recv(&mut d.annotations) => {
-                handle_annotation(&mut d.pipeline, &annotation);
+                handle_annotation(&mut d.pipeline, annotation);
             }
             _ = drain_tick.tick() => {
                 drain(d.cuda.get_mut(), &mut d.pipeline);
@@ -79,7 +79,7 @@ pub(super) fn drain(ring: &mut RingBuf<MapData>, pipeline: &mut Pipeline) -> usi
 /// The work of each second: stats line, flush, recording tick, live table, rescan. Returns
 /// false when writing the output failed, which ends tracing.
 fn each_second(d: &mut Daemon, stats_ticks: u64, last_rescan: &mut Instant) -> bool {
-    if d.json && stats_ticks.is_multiple_of(JSON_STATS_EVERY_TICKS) {
+    if d.pipeline.json_enabled() && stats_ticks.is_multiple_of(JSON_STATS_EVERY_TICKS) {
         let line = stats_json(&d.pipeline, &d.probes, d.ingest.as_ref(), false);
         d.pipeline.write_json_line(&line);
     }

@@ -26,25 +26,22 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 
-use crate::probes::validate_ringbuf_size;
-
 pub use config::{DaemonConfig, RecordConfig};
 
 /// Traces until the configured duration ends or a signal arrives, then shuts down in order.
 /// Does not return once tracing started: the process exits while a child releases the probes.
 pub fn run(config: DaemonConfig) -> Result<ExitCode> {
-    let ringbuf_size = validate_ringbuf_size(config.ringbuf_size)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(trace(config, ringbuf_size))
+    runtime.block_on(trace(config))
 }
 
-async fn trace(config: DaemonConfig, ringbuf_size: u32) -> Result<ExitCode> {
+async fn trace(config: DaemonConfig) -> Result<ExitCode> {
     // Installed first: a signal that arrives while attaching must still shut down cleanly.
     let mut signals = signals::Signals::install()?;
-    let mut daemon = setup::Daemon::start(config, ringbuf_size).await?;
+    let mut daemon = setup::Daemon::start(config).await?;
     drain::run(&mut daemon, &mut signals).await?;
     shutdown::finish(daemon, signals).await
 }

@@ -18,7 +18,7 @@ use super::attach::{Attached, attach_new, discover_libraries};
 use super::config::{DaemonConfig, RecordConfig};
 use crate::annotate::{IngestServer, ReceivedAnnotation};
 use crate::pipeline::Pipeline;
-use crate::probes::{LoadOptions, Probes};
+use crate::probes::{LoadOptions, Probes, validate_ringbuf_size};
 use crate::recording::Recording;
 
 /// A running session.
@@ -35,23 +35,24 @@ pub(super) struct Daemon {
     /// Whether newly loaded runtimes are looked for (not with `--cuda-lib`).
     pub(super) rescan: bool,
     pub(super) duration: Option<Duration>,
-    pub(super) json: bool,
     /// The table is redrawn every second: not with `--json`, and only on a terminal.
     pub(super) live_table: bool,
 }
 
 impl Daemon {
     /// Attaches and starts everything; the order is what scripts and users see on stderr.
-    pub(super) async fn start(config: DaemonConfig, ringbuf_size: u32) -> Result<Daemon> {
+    pub(super) async fn start(config: DaemonConfig) -> Result<Daemon> {
         let DaemonConfig {
             pids,
             cuda_libs,
             duration,
             json,
-            ringbuf_size: _,
+            ringbuf_size,
             ingest,
             record,
         } = config;
+        // First, so a bad size is refused before anything is looked for or attached.
+        let ringbuf_size = validate_ringbuf_size(ringbuf_size)?;
         let libraries = discover_libraries(&pids, &cuda_libs)?;
         let (mut probes, rings) = Probes::load(&LoadOptions {
             ringbuf_size,
@@ -100,7 +101,6 @@ impl Daemon {
             rescan: cuda_libs.is_empty(),
             pids,
             duration,
-            json,
             live_table,
         })
     }

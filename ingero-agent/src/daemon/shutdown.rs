@@ -24,7 +24,6 @@ pub(super) async fn finish(daemon: Daemon, signals: Signals) -> Result<ExitCode>
         mut sched,
         ingest,
         mut annotations,
-        json,
         live_table,
         ..
     } = daemon;
@@ -36,11 +35,11 @@ pub(super) async fn finish(daemon: Daemon, signals: Signals) -> Result<ExitCode>
     drain(sched.get_mut(), &mut pipeline);
     if let Some(rx) = annotations.as_mut() {
         while let Ok(annotation) = rx.try_recv() {
-            handle_annotation(&mut pipeline, &annotation);
+            handle_annotation(&mut pipeline, annotation);
         }
     }
     let summary = render(&pipeline, &probes, ingest.as_ref());
-    if json {
+    if pipeline.json_enabled() {
         let line = stats_json(&pipeline, &probes, ingest.as_ref(), true);
         pipeline.write_json_line(&line);
     }
@@ -64,7 +63,7 @@ pub(super) async fn finish(daemon: Daemon, signals: Signals) -> Result<ExitCode>
             eprintln!("ingero: writing output failed: {err}");
         }
     }
-    if json {
+    if pipeline.json_enabled() {
         eprint!("{summary}");
     } else {
         if live_table {
