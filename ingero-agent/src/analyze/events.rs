@@ -69,7 +69,7 @@ fn row(rec: &ReadRecord) -> Option<Row<'_>> {
         ReadRecord::OffCpu(o) => Row {
             kind: "off_cpu",
             ts: o.ts_ns,
-            dur: o.clamped_from_ns.unwrap_or(o.duration_ns),
+            dur: o.real_duration_ns(),
             pid: o.thread.pid,
             tid: o.thread.tid,
             thread: &o.thread.name,
