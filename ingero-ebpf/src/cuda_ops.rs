@@ -42,8 +42,30 @@ pub const fn split_cookie(cookie: u64) -> (u16, OpFlags) {
     )
 }
 
+/// The NVIDIA library an op's symbols live in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CudaLibrary {
+    /// The CUDA runtime, `libcudart.so*` (the `cuda*` and `__cuda*` functions).
+    Runtime,
+    /// The CUDA driver, `libcuda.so.1` (the `cu*` functions).
+    Driver,
+}
+
+impl CudaLibrary {
+    /// Both libraries, runtime first.
+    pub const ALL: [CudaLibrary; 2] = [CudaLibrary::Runtime, CudaLibrary::Driver];
+
+    /// The library's file name stem, as users know it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CudaLibrary::Runtime => "libcudart",
+            CudaLibrary::Driver => "libcuda",
+        }
+    }
+}
+
 macro_rules! cuda_ops {
-    ($( $variant:ident = $id:literal, $name:literal, $flags:expr, [$($sym:literal),+ $(,)?] );+ $(;)?) => {
+    ($( $variant:ident = $id:literal, $lib:ident, $name:literal, $flags:expr, [$($sym:literal),+ $(,)?] );+ $(;)?) => {
         /// A traced CUDA runtime operation. Per-thread-stream variants (`_ptsz`, `_ptds`) map to
         /// the same op as their base name.
         #[repr(u16)]
@@ -62,6 +84,11 @@ macro_rules! cuda_ops {
                 match self { $(CudaOp::$variant => $name),+ }
             }
 
+            /// The library that exports the op's symbols.
+            pub const fn library(self) -> CudaLibrary {
+                match self { $(CudaOp::$variant => CudaLibrary::$lib),+ }
+            }
+
             pub const fn flags(self) -> OpFlags {
                 match self { $(CudaOp::$variant => $flags),+ }
             }
@@ -78,32 +105,32 @@ const STACK: OpFlags = OpFlags::STACK_ARGS;
 const NONE: OpFlags = OpFlags::NONE;
 
 cuda_ops! {
-    Malloc = 1, "cudaMalloc", OpFlags::ALLOC, ["cudaMalloc"];
-    Free = 2, "cudaFree", OpFlags::FREE, ["cudaFree"];
-    MallocManaged = 3, "cudaMallocManaged", OpFlags::ALLOC, ["cudaMallocManaged"];
-    MallocAsync = 4, "cudaMallocAsync", OpFlags::ALLOC, ["cudaMallocAsync", "cudaMallocAsync_ptsz"];
-    FreeAsync = 5, "cudaFreeAsync", OpFlags::FREE, ["cudaFreeAsync", "cudaFreeAsync_ptsz"];
-    MallocHost = 6, "cudaMallocHost", NONE, ["cudaMallocHost"];
-    HostAlloc = 7, "cudaHostAlloc", NONE, ["cudaHostAlloc"];
-    FreeHost = 8, "cudaFreeHost", NONE, ["cudaFreeHost"];
-    LaunchKernel = 10, "cudaLaunchKernel", STACK, ["cudaLaunchKernel", "cudaLaunchKernel_ptsz"];
-    LaunchKernelExC = 11, "cudaLaunchKernelExC", OpFlags::LAUNCH_CONFIG,
+    Malloc = 1, Runtime, "cudaMalloc", OpFlags::ALLOC, ["cudaMalloc"];
+    Free = 2, Runtime, "cudaFree", OpFlags::FREE, ["cudaFree"];
+    MallocManaged = 3, Runtime, "cudaMallocManaged", OpFlags::ALLOC, ["cudaMallocManaged"];
+    MallocAsync = 4, Runtime, "cudaMallocAsync", OpFlags::ALLOC, ["cudaMallocAsync", "cudaMallocAsync_ptsz"];
+    FreeAsync = 5, Runtime, "cudaFreeAsync", OpFlags::FREE, ["cudaFreeAsync", "cudaFreeAsync_ptsz"];
+    MallocHost = 6, Runtime, "cudaMallocHost", NONE, ["cudaMallocHost"];
+    HostAlloc = 7, Runtime, "cudaHostAlloc", NONE, ["cudaHostAlloc"];
+    FreeHost = 8, Runtime, "cudaFreeHost", NONE, ["cudaFreeHost"];
+    LaunchKernel = 10, Runtime, "cudaLaunchKernel", STACK, ["cudaLaunchKernel", "cudaLaunchKernel_ptsz"];
+    LaunchKernelExC = 11, Runtime, "cudaLaunchKernelExC", OpFlags::LAUNCH_CONFIG,
         ["cudaLaunchKernelExC", "cudaLaunchKernelExC_ptsz"];
-    LaunchCooperativeKernel = 12, "cudaLaunchCooperativeKernel", STACK,
+    LaunchCooperativeKernel = 12, Runtime, "cudaLaunchCooperativeKernel", STACK,
         ["cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernel_ptsz"];
-    GraphLaunch = 13, "cudaGraphLaunch", NONE, ["cudaGraphLaunch", "cudaGraphLaunch_ptsz"];
-    Memcpy = 20, "cudaMemcpy", NONE, ["cudaMemcpy", "cudaMemcpy_ptds"];
-    MemcpyAsync = 21, "cudaMemcpyAsync", NONE, ["cudaMemcpyAsync", "cudaMemcpyAsync_ptsz"];
-    Memcpy2D = 22, "cudaMemcpy2D", STACK, ["cudaMemcpy2D", "cudaMemcpy2D_ptds"];
-    Memcpy2DAsync = 23, "cudaMemcpy2DAsync", STACK, ["cudaMemcpy2DAsync", "cudaMemcpy2DAsync_ptsz"];
-    MemcpyPeer = 24, "cudaMemcpyPeer", NONE, ["cudaMemcpyPeer"];
-    MemcpyPeerAsync = 25, "cudaMemcpyPeerAsync", NONE, ["cudaMemcpyPeerAsync"];
-    Memset = 26, "cudaMemset", NONE, ["cudaMemset", "cudaMemset_ptds"];
-    MemsetAsync = 27, "cudaMemsetAsync", NONE, ["cudaMemsetAsync", "cudaMemsetAsync_ptsz"];
-    StreamSynchronize = 30, "cudaStreamSynchronize", NONE,
+    GraphLaunch = 13, Runtime, "cudaGraphLaunch", NONE, ["cudaGraphLaunch", "cudaGraphLaunch_ptsz"];
+    Memcpy = 20, Runtime, "cudaMemcpy", NONE, ["cudaMemcpy", "cudaMemcpy_ptds"];
+    MemcpyAsync = 21, Runtime, "cudaMemcpyAsync", NONE, ["cudaMemcpyAsync", "cudaMemcpyAsync_ptsz"];
+    Memcpy2D = 22, Runtime, "cudaMemcpy2D", STACK, ["cudaMemcpy2D", "cudaMemcpy2D_ptds"];
+    Memcpy2DAsync = 23, Runtime, "cudaMemcpy2DAsync", STACK, ["cudaMemcpy2DAsync", "cudaMemcpy2DAsync_ptsz"];
+    MemcpyPeer = 24, Runtime, "cudaMemcpyPeer", NONE, ["cudaMemcpyPeer"];
+    MemcpyPeerAsync = 25, Runtime, "cudaMemcpyPeerAsync", NONE, ["cudaMemcpyPeerAsync"];
+    Memset = 26, Runtime, "cudaMemset", NONE, ["cudaMemset", "cudaMemset_ptds"];
+    MemsetAsync = 27, Runtime, "cudaMemsetAsync", NONE, ["cudaMemsetAsync", "cudaMemsetAsync_ptsz"];
+    StreamSynchronize = 30, Runtime, "cudaStreamSynchronize", NONE,
         ["cudaStreamSynchronize", "cudaStreamSynchronize_ptsz"];
-    DeviceSynchronize = 31, "cudaDeviceSynchronize", NONE, ["cudaDeviceSynchronize"];
-    EventSynchronize = 32, "cudaEventSynchronize", NONE, ["cudaEventSynchronize"];
+    DeviceSynchronize = 31, Runtime, "cudaDeviceSynchronize", NONE, ["cudaDeviceSynchronize"];
+    EventSynchronize = 32, Runtime, "cudaEventSynchronize", NONE, ["cudaEventSynchronize"];
 }
 
 /// Upper bound on `CudaOp` values, for arrays indexed by op.

@@ -11,5 +11,5 @@ pub mod cuda_ops;
 pub mod records;
 
 pub use config::{Config, FilterMode, TracepointLayout};
-pub use cuda_ops::{CudaOp, OpFlags};
+pub use cuda_ops::{CudaLibrary, CudaOp, OpFlags};
 pub use records::*;
