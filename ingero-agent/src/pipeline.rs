@@ -1,7 +1,12 @@
-//! The user-space pipeline after the ring buffers: decode each record, update the live
-//! statistics, write `--json` lines, and hand events to the recording. It is fed raw record
-//! bytes, so the drain benchmark can replay captured records through exactly the code the agent
-//! runs.
+//! The user-space pipeline after the ring buffers: decode each record, name its kernel and
+//! follow CUDA graphs, update the live statistics, write `--json` lines, and hand events to the
+//! recording. It is fed raw record bytes, so the drain benchmark can replay captured records
+//! through exactly the code the agent runs.
+//!
+//! Kernel names arrive on a ring of their own (a registration burst must not cost launches).
+//! A name is always submitted before any launch that uses it, so a launch whose handle is
+//! unknown first takes whatever the names ring holds, then asks the store (which falls back to
+//! the ELF symbols of the process).
 
 use std::{
     collections::BTreeMap,
@@ -11,8 +16,13 @@ use std::{
 use ingero_trace::json::{Line, write_line};
 use serde::Serialize;
 
+use aya::maps::{MapData, RingBuf};
+use ingero_trace::model::{CudaArgs, CudaCall, Event, NameSource, ProcessOp};
+
 use crate::{
-    decode::{self, DecodeError},
+    decode::{self, DecodeError, NameFact, NameWhat},
+    graphs::Graphs,
+    kernels::{KernelNameLimits, KernelNames},
     live::Stats,
     recording::Recording,
 };
@@ -27,6 +37,12 @@ pub struct Pipeline {
     pub output_error: Option<io::Error>,
     /// With `--record`: the reorder window and the trace file.
     pub recording: Option<Recording>,
+    /// Kernel names per process and handle.
+    pub kernels: KernelNames,
+    /// Captures and executable graphs per process.
+    pub graphs: Graphs,
+    /// The names ring, when the pipeline drains it itself (the agent; not the benchmarks).
+    names: Option<RingBuf<MapData>>,
 }
 
 impl Pipeline {
@@ -38,13 +54,93 @@ impl Pipeline {
             decode_errors: BTreeMap::new(),
             output_error: None,
             recording: None,
+            kernels: KernelNames::new(KernelNameLimits::default()),
+            graphs: Graphs::default(),
+            names: None,
         }
+    }
+
+    /// Gives the pipeline the names ring to drain before it names a launch.
+    pub fn set_names_ring(&mut self, ring: RingBuf<MapData>) {
+        self.names = Some(ring);
+    }
+
+    /// Takes every record the names ring holds; returns how many.
+    pub fn drain_names(&mut self) -> usize {
+        let Some(mut ring) = self.names.take() else {
+            return 0;
+        };
+        let mut n = 0;
+        while let Some(item) = ring.next() {
+            self.handle_name_record(&item);
+            n += 1;
+        }
+        self.names = Some(ring);
+        n
+    }
+
+    /// Handles one names-ring record: a handle's name, or an alias.
+    pub fn handle_name_record(&mut self, bytes: &[u8]) {
+        match decode::decode_name(bytes) {
+            Ok(fact) => self.learn_name(fact),
+            Err(err) => self.count_decode_error(err),
+        }
+    }
+
+    fn learn_name(&mut self, fact: NameFact) {
+        use ingero_ebpf::CudaOp;
+        let source = match fact.op {
+            CudaOp::CuModuleGetFunction => NameSource::DriverModule,
+            CudaOp::CuLibraryGetKernel => NameSource::DriverLibrary,
+            _ => NameSource::Registration,
+        };
+        match fact.what {
+            NameWhat::Text {
+                bytes,
+                addr,
+                truncated,
+            } => {
+                let name = self
+                    .kernels
+                    .name_from_record(fact.pid, source, &bytes, addr, truncated);
+                self.kernels.insert(fact.pid, fact.handle, name);
+            }
+            NameWhat::Alias(target) => self.kernels.alias(fact.pid, fact.handle, target),
+            NameWhat::Unreadable => self.stats.unreadable_names += 1,
+        }
+    }
+
+    /// Names a launch's kernel and follows graphs.
+    fn enrich(&mut self, c: &mut CudaCall) {
+        let handle = match c.args {
+            CudaArgs::Launch { func, .. } => Some(func),
+            CudaArgs::GetFunction {
+                function: Some(f), ..
+            } => Some(f),
+            _ => None,
+        };
+        if let Some(handle) = handle {
+            let pid = c.task.pid;
+            c.detail.kernel = self.kernels.lookup(pid, handle).or_else(|| {
+                self.drain_names();
+                self.kernels.resolve(pid, handle)
+            });
+        }
+        self.graphs.follow(c);
     }
 
     /// Handles one ring buffer record.
     pub fn handle_record(&mut self, bytes: &[u8]) {
         match decode::decode(bytes) {
-            Ok(event) => {
+            Ok(mut event) => {
+                match &mut event {
+                    Event::Cuda(c) => self.enrich(c),
+                    Event::Process(p) if p.op == ProcessOp::Exit => {
+                        self.kernels.forget_process(p.task.pid);
+                        self.graphs.forget_process(p.task.pid);
+                    }
+                    _ => {}
+                }
                 self.stats.record(&event);
                 // The view is built only with `--json`: this is the drain path.
                 if self.json_enabled() {

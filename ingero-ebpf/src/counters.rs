@@ -4,11 +4,13 @@
 /// Number of slots.
 pub const SLOTS: u32 = 16;
 
-/// Slots `1..=5` count ring buffer reserve failures, indexed by [`crate::RecordKind`].
+/// Slots `1..=6` count ring buffer reserve failures, indexed by [`crate::RecordKind`].
 pub const fn ring_full(kind: crate::RecordKind) -> u32 {
     kind as u32
 }
 
+/// A call's out-pointer (module, function, graph handle) could not be read at return.
+pub const OUT_READ_FAILED: u32 = 7;
 /// A CUDA call nested deeper than the per-thread frame stack: its return is not recorded.
 pub const NESTING_OVERFLOW: u32 = 8;
 /// The tracked-process map was full: a process could not be added.
@@ -23,6 +25,8 @@ pub const ARG_READ_FAILED: u32 = 12;
 pub const FRAMES_UNAVAILABLE: u32 = 13;
 /// The off-CPU start of a thread could not be stored.
 pub const OFF_CPU_INSERT_FAILED: u32 = 14;
+/// A kernel name could not be read at registration or lookup.
+pub const NAME_READ_FAILED: u32 = 15;
 
 /// A name for every slot that is used, for reports.
 pub const NAMED: &[(u32, &str)] = &[
@@ -31,6 +35,8 @@ pub const NAMED: &[(u32, &str)] = &[
     (3, "ring_full_exec"),
     (4, "ring_full_exit"),
     (5, "ring_full_fork"),
+    (6, "ring_full_kernel_name"),
+    (OUT_READ_FAILED, "out_pointer_unreadable"),
     (NESTING_OVERFLOW, "nesting_overflow"),
     (TRACKED_FULL, "tracked_map_full"),
     (FREE_UNKNOWN, "free_of_unknown_pointer"),
@@ -38,6 +44,7 @@ pub const NAMED: &[(u32, &str)] = &[
     (ARG_READ_FAILED, "argument_unreadable"),
     (FRAMES_UNAVAILABLE, "entry_state_unavailable"),
     (OFF_CPU_INSERT_FAILED, "off_cpu_state_unavailable"),
+    (NAME_READ_FAILED, "kernel_name_unreadable"),
 ];
 
-const _: () = assert!(OFF_CPU_INSERT_FAILED < SLOTS);
+const _: () = assert!(NAME_READ_FAILED < SLOTS);

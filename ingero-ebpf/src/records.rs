@@ -9,6 +9,9 @@ pub const COMM_LEN: usize = 16;
 pub const MAX_ARGS: usize = 8;
 /// Bytes of an exec'd file name kept in a [`ProcessRecord`].
 pub const FILENAME_LEN: usize = 128;
+/// Bytes of a kernel name a [`NameRecord`] carries (with its NUL). Longer names (41 % of
+/// libtorch's) are completed by the agent from the process's memory.
+pub const NAME_LEN: usize = 256;
 
 /// What follows the header. The value also indexes the per-CPU ring buffer drop counters
 /// ([`crate::counters`]).
@@ -20,15 +23,18 @@ pub enum RecordKind {
     Exec = 3,
     Exit = 4,
     Fork = 5,
+    /// A kernel name for a handle, or an alias between two handles ([`NameRecord`]).
+    KernelName = 6,
 }
 
 impl RecordKind {
-    pub const ALL: [RecordKind; 5] = [
+    pub const ALL: [RecordKind; 6] = [
         RecordKind::Cuda,
         RecordKind::OffCpu,
         RecordKind::Exec,
         RecordKind::Exit,
         RecordKind::Fork,
+        RecordKind::KernelName,
     ];
 
     pub fn from_u16(v: u16) -> Option<Self> {
@@ -42,6 +48,7 @@ impl RecordKind {
             RecordKind::Exec => "exec",
             RecordKind::Exit => "exit",
             RecordKind::Fork => "fork",
+            RecordKind::KernelName => "kernel_name",
         }
     }
 }
@@ -80,12 +87,52 @@ pub struct CudaRecord {
     /// For allocations `args[ALLOC_PTR_SLOT]` holds the resolved device pointer at return; for
     /// frees `args[FREE_SIZE_SLOT]` holds the bytes of the live allocation it released.
     pub args: [u64; MAX_ARGS],
+    /// What the call wrote through its out-pointer on success (a module, function, graph or
+    /// graph exec handle; see [`crate::OpFlags::OUT0`]); zero otherwise.
+    pub out: u64,
+    /// The traced op this call ran inside of on the same thread (a driver call made by a
+    /// runtime call); zero when it is outermost.
+    pub parent_op: u16,
+    /// Which export fired: an index into the op's symbols ([`crate::CudaOp::symbol`]).
+    pub variant: u16,
+    /// Traced calls this one is nested in (0: outermost).
+    pub depth: u32,
 }
 
 /// Slot that receives `*devPtr` after a successful allocation (the unused 7th argument word).
 pub const ALLOC_PTR_SLOT: usize = 6;
 /// Slot that receives the freed size for `cudaFree`-like calls.
 pub const FREE_SIZE_SLOT: usize = 6;
+
+/// Bits of [`NameRecord::flags`].
+pub mod name_flags {
+    /// `handle` names the same kernel as the handle in `other` (no text).
+    pub const ALIAS: u32 = 1;
+    /// The text filled the record: the name may go on at `other` in the process's memory.
+    pub const TRUNCATED: u32 = 2;
+    /// The text could not be read at all.
+    pub const UNREADABLE: u32 = 4;
+}
+
+/// A kernel's name for a handle of one process: from `__cudaRegisterFunction` (the host
+/// function), `cuModuleGetFunction` / `cuLibraryGetKernel` (the returned handle), or an alias
+/// (`cuKernelGetFunction`, `__cudaGetKernel`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct NameRecord {
+    /// `op` is the call that named it.
+    pub header: RecordHeader,
+    /// The handle named: host function, `CUfunction`, `CUkernel`, `cudaKernel_t`.
+    pub handle: u64,
+    /// Alias: the handle `handle` stands for. Otherwise the user address of the name.
+    pub other: u64,
+    /// Bytes of `name` before its NUL.
+    pub len: u32,
+    /// Bits from [`name_flags`].
+    pub flags: u32,
+    /// The (mangled) name, NUL terminated.
+    pub name: [u8; NAME_LEN],
+}
 
 /// Why a thread left the CPU.
 #[repr(u32)]
@@ -160,7 +207,8 @@ pub struct ProcessRecord {
 }
 
 const _: () = assert!(size_of::<RecordHeader>() == 48);
-const _: () = assert!(size_of::<CudaRecord>() == 48 + 16 + 8 * MAX_ARGS);
+const _: () = assert!(size_of::<CudaRecord>() == 48 + 16 + 8 * MAX_ARGS + 16);
+const _: () = assert!(size_of::<NameRecord>() == 48 + 24 + NAME_LEN);
 const _: () = assert!(size_of::<OffCpuRecord>() == 48 + 24 + COMM_LEN);
 const _: () = assert!(size_of::<ProcessRecord>() == 48 + 16 + FILENAME_LEN);
 const _: () = assert!(ALLOC_PTR_SLOT < MAX_ARGS && FREE_SIZE_SLOT < MAX_ARGS);

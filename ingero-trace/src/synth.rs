@@ -49,6 +49,7 @@ pub fn cuda(
     args: CudaArgs,
 ) -> TimelineRecord {
     TimelineRecord::Event(Event::Cuda(CudaCall {
+        detail: Default::default(),
         ts_ns,
         duration_ns,
         task: t,

@@ -61,6 +61,16 @@ pub fn cudart() -> Result<PathBuf> {
     )
 }
 
+/// The real libcuda.so.1 of driver 535 from Debian's non-free `libcuda1` (unpacked, never
+/// installed; `cargo xtask test` fetches it and sets `INGERO_LIBCUDA`).
+pub fn libcuda() -> Result<PathBuf> {
+    env_path(
+        "INGERO_LIBCUDA",
+        root()
+            .join("target/test-deps/libcuda/usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.1"),
+    )
+}
+
 /// Compiles the C fixture `tests/fixtures/{name}.c` into `target/test-fixtures/{output}`.
 /// The benchmarks build the same fixtures through this function.
 pub fn build_fixture(name: &str, output: &str, extra: &[&str]) -> Result<PathBuf> {

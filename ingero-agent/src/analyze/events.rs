@@ -122,7 +122,7 @@ fn admitted(an: &Analysis, rec: &ReadRecord, scratch: &mut Vec<ValueId>) -> bool
     let (pid, ts) = match rec {
         ReadRecord::Cuda(c) if sel.admits_op(c.op) => (c.thread.pid, c.ts_ns),
         // `--op` names CUDA calls: every other kind is left out by it.
-        _ if sel.op_mask != 0 => return false,
+        _ if !sel.op_mask.is_empty() => return false,
         ReadRecord::OffCpu(o) => (o.thread.pid, o.ts_ns),
         ReadRecord::Lifecycle(l) => (l.thread.pid, l.ts_ns),
         ReadRecord::Annotation(a) => (a.scope.map_or(0, |s| s.pid), a.ts_ns),

@@ -172,6 +172,7 @@ mod tests {
                     i * 10
                 };
                 CudaCallRecord {
+                    detail: Default::default(),
                     ts_ns: ts,
                     duration_ns: x % 40,
                     thread: ThreadRef {
@@ -245,6 +246,7 @@ mod tests {
     #[test]
     fn a_call_that_could_rename_the_process_does_not_join() {
         let call = |tid: u32, name: &Arc<str>, ts: u64| CudaCallRecord {
+            detail: Default::default(),
             ts_ns: ts,
             duration_ns: 1,
             thread: ThreadRef {

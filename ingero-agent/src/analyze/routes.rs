@@ -404,6 +404,7 @@ mod tests {
                 ),
             };
             out.push(Ev::Cuda(CudaCallRecord {
+                detail: Default::default(),
                 ts_ns: ts,
                 duration_ns: x % 6,
                 thread: thread(pid),

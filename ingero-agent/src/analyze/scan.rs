@@ -105,7 +105,7 @@ impl<'a> Scan<'a> {
             needs,
             start_ns: sel.range.start_ns,
             end_ns: sel.range.end_ns,
-            unfiltered: sel.pids.is_empty() && sel.op_mask == 0 && sel.labels.is_empty(),
+            unfiltered: sel.pids.is_empty() && sel.op_mask.is_empty() && sel.labels.is_empty(),
             grouped,
             agg: Aggregate {
                 ops: Default::default(),
@@ -160,6 +160,11 @@ impl<'a> Scan<'a> {
         c: &CudaCallRecord,
     ) {
         if !self.admits(Some(c.op), c.thread.pid, c.ts_ns, c.ts_ns + c.duration_ns) {
+            return;
+        }
+        // A driver call made by a runtime call is part of that call's work: counted once, as
+        // the runtime call, unless `--op` asks for the driver op itself.
+        if c.detail.parent.is_some() && !self.sel.op_mask.contains(c.op) {
             return;
         }
         self.agg.matched += 1;

@@ -4,7 +4,7 @@
 //! recording.
 
 use anyhow::{Context, Result, bail};
-use ingero_ebpf::CudaOp;
+use ingero_ebpf::{CudaOp, cuda_ops::MAX_OP};
 
 use super::clock::TraceClock;
 use super::labels::{LabelIndex, ValueId};
@@ -33,10 +33,33 @@ pub struct Selection {
     /// `--at`, on the trace clock.
     pub at: Option<u64>,
     pub pids: Vec<u32>,
-    /// Bit per `CudaOp` value; 0: every op.
-    pub op_mask: u64,
+    /// The ops `--op` names; empty: every op.
+    pub op_mask: OpMask,
     /// `--label k=v` pairs (a value not in the recording matches nothing).
     pub labels: Vec<(String, Option<ValueId>)>,
+}
+
+/// A set of ops: a bit per `CudaOp` value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpMask([u64; MAX_OP / 64]);
+
+impl OpMask {
+    pub fn insert(&mut self, op: CudaOp) {
+        let v = op as usize;
+        self.0[v / 64] |= 1 << (v % 64);
+    }
+
+    #[inline]
+    pub fn contains(&self, op: CudaOp) -> bool {
+        let v = op as usize;
+        self.0[v / 64] & (1 << (v % 64)) != 0
+    }
+
+    /// No op named: the filter admits every op.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|w| *w == 0)
+    }
 }
 
 /// Resolves a `--op` name: `cudaMalloc`, `Malloc` or `malloc`.
@@ -91,10 +114,10 @@ impl SelectionSpec {
                 "the selected time range is empty (it ends before it starts, or lies outside the recording)"
             );
         }
-        let mut op_mask = 0u64;
+        let mut op_mask = OpMask::default();
         for o in &self.ops {
             for name in o.split(',').filter(|n| !n.trim().is_empty()) {
-                op_mask |= 1u64 << (parse_op(name)? as u16 as u64 & 63);
+                op_mask.insert(parse_op(name)?);
             }
         }
         let labels = self
@@ -124,7 +147,7 @@ impl Selection {
             range: TimeRange::new(clock.start_ns, clock.end_ns),
             at: None,
             pids: Vec::new(),
-            op_mask: 0,
+            op_mask: OpMask::default(),
             labels: Vec::new(),
         }
     }
@@ -136,7 +159,7 @@ impl Selection {
 
     #[inline]
     pub fn admits_op(&self, op: CudaOp) -> bool {
-        self.op_mask == 0 || self.op_mask & (1u64 << (op as u16 as u64 & 63)) != 0
+        self.op_mask.is_empty() || self.op_mask.contains(op)
     }
 
     /// Whether an event of `pid` at `t` carries every `--label`.

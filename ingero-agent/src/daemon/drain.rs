@@ -35,6 +35,8 @@ pub(super) async fn run(d: &mut Daemon, signals: &mut Signals) -> Result<()> {
         tokio::select! {
             guard = d.cuda.readable_mut() => {
                 let mut guard = guard.context("waiting on the CUDA ring buffer")?;
+                // Names first: a launch's name was submitted before the launch.
+                d.pipeline.drain_names();
                 drain(guard.get_inner_mut(), &mut d.pipeline);
                 guard.clear_ready();
             }
@@ -47,6 +49,7 @@ pub(super) async fn run(d: &mut Daemon, signals: &mut Signals) -> Result<()> {
                 handle_annotation(&mut d.pipeline, annotation);
             }
             _ = drain_tick.tick() => {
+                d.pipeline.drain_names();
                 drain(d.cuda.get_mut(), &mut d.pipeline);
                 drain(d.sched.get_mut(), &mut d.pipeline);
                 if let Some(recording) = d.pipeline.recording.as_mut() {

@@ -88,6 +88,7 @@ impl Daemon {
         });
         let mut pipeline = Pipeline::new(json_out);
         pipeline.recording = start_recording(record, targets, attached.probe_names())?;
+        pipeline.set_names_ring(rings.names);
         let cuda = register(rings.cuda)?;
         let sched = register(rings.sched)?;
         Ok(Daemon {

@@ -31,6 +31,7 @@ pub(super) async fn finish(daemon: Daemon, signals: Signals) -> Result<ExitCode>
     if let Err(e) = probes.stop() {
         eprintln!("ingero: stopping the probes failed: {e:#}");
     }
+    pipeline.drain_names();
     drain(cuda.get_mut(), &mut pipeline);
     drain(sched.get_mut(), &mut pipeline);
     if let Some(rx) = annotations.as_mut() {

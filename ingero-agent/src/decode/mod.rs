@@ -6,11 +6,13 @@
 mod cuda_args;
 
 pub use cuda_args::cuda_args;
-use ingero_trace::model::{Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task};
+use ingero_trace::model::{
+    CallDetail, Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task,
+};
 
 use ingero_ebpf::{
-    CudaOp, CudaRecord, OffCpuReason, OffCpuRecord, ProcessRecord, RecordHeader, RecordKind,
-    process_flags,
+    CudaOp, CudaRecord, NameRecord, OffCpuReason, OffCpuRecord, ProcessRecord, RecordHeader,
+    RecordKind, name_flags, process_flags,
 };
 
 /// Why a record could not be decoded.
@@ -54,7 +56,74 @@ macro_rules! ring_records {
         unsafe impl RingRecord for $t {}
     )*};
 }
-ring_records!(RecordHeader, CudaRecord, OffCpuRecord, ProcessRecord);
+ring_records!(
+    RecordHeader,
+    CudaRecord,
+    OffCpuRecord,
+    ProcessRecord,
+    NameRecord
+);
+
+/// What a [`NameRecord`] says about one handle of one process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NameFact {
+    /// The process (thread group id).
+    pub pid: u32,
+    /// The call that said it.
+    pub op: CudaOp,
+    /// The handle named.
+    pub handle: u64,
+    /// What it is named by.
+    pub what: NameWhat,
+}
+
+/// A handle's name, or the handle it stands for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NameWhat {
+    /// The name's bytes as read in the kernel; `truncated` when they may go on at `addr`.
+    Text {
+        bytes: Vec<u8>,
+        addr: u64,
+        truncated: bool,
+    },
+    /// The name could not be read.
+    Unreadable,
+    /// The handle names whatever this other handle names.
+    Alias(u64),
+}
+
+/// Decodes a kernel-name record from the names ring.
+pub fn decode_name(bytes: &[u8]) -> Result<NameFact, DecodeError> {
+    if bytes.len() < size_of::<RecordHeader>() {
+        return Err(DecodeError::Short(bytes.len()));
+    }
+    let header: RecordHeader = read(bytes, 0)?;
+    if header.kind != RecordKind::KernelName as u16 {
+        return Err(DecodeError::UnknownKind(header.kind));
+    }
+    let r: NameRecord = read(bytes, header.kind)?;
+    let op = CudaOp::from_u16(r.header.op).ok_or(DecodeError::UnknownOp(r.header.op))?;
+    let what = if r.flags & name_flags::ALIAS != 0 {
+        NameWhat::Alias(r.other)
+    } else if r.flags & name_flags::UNREADABLE != 0 {
+        NameWhat::Unreadable
+    } else {
+        let len = (r.len as usize).min(r.name.len());
+        let text = &r.name[..len];
+        let end = text.iter().position(|b| *b == 0).unwrap_or(len);
+        NameWhat::Text {
+            bytes: text[..end].to_vec(),
+            addr: r.other,
+            truncated: r.flags & name_flags::TRUNCATED != 0,
+        }
+    };
+    Ok(NameFact {
+        pid: r.header.tgid,
+        op,
+        handle: r.handle,
+        what,
+    })
+}
 
 fn read<T: RingRecord>(bytes: &[u8], kind: u16) -> Result<T, DecodeError> {
     let expected = size_of::<T>();
@@ -92,13 +161,20 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
             let r: CudaRecord = read(bytes, header.kind)?;
             let op = CudaOp::from_u16(r.header.op).ok_or(DecodeError::UnknownOp(r.header.op))?;
             let ret = r.ret as i32;
+            let legacy = op.is_legacy(r.variant);
+            let symbol = op.symbol(r.variant).filter(|s| *s != op.name());
             Ok(Event::Cuda(CudaCall {
+                detail: CallDetail {
+                    symbol,
+                    parent: CudaOp::from_u16(r.parent_op),
+                    kernel: None,
+                },
                 ts_ns: r.header.ts_ns,
                 duration_ns: r.duration_ns,
                 task: task(&r.header),
                 op,
                 ret,
-                args: cuda_args(op, &r.args, ret),
+                args: cuda_args(op, &r.args, ret, r.out, legacy),
             }))
         }
         RecordKind::OffCpu => {
@@ -115,6 +191,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 next_comm: Comm::new(r.next_comm),
             }))
         }
+        RecordKind::KernelName => Err(DecodeError::UnknownKind(header.kind)),
         RecordKind::Exec | RecordKind::Exit | RecordKind::Fork => {
             let r: ProcessRecord = read(bytes, header.kind)?;
             let thread = r.flags & process_flags::THREAD != 0;

@@ -21,6 +21,8 @@ pub struct LibraryFile {
     pub ino: u64,
     /// Processes seen mapping it.
     pub mapped_by: Vec<u32>,
+    /// Runtime (`libcudart`) or driver (`libcuda`).
+    pub kind: ingero_ebpf::CudaLibrary,
 }
 
 /// Where a library search looks.
@@ -198,6 +200,7 @@ pub fn find_cuda_runtimes(search: &Search) -> Result<Vec<LibraryFile>> {
                 dev: meta.dev(),
                 ino: meta.ino(),
                 mapped_by: Vec::new(),
+                kind: ingero_ebpf::CudaLibrary::Runtime,
             });
         if let Some(pid) = pid {
             if !entry.mapped_by.contains(&pid) {
@@ -241,6 +244,15 @@ pub fn library_at(path: &Path) -> Result<LibraryFile> {
         dev: meta.dev(),
         ino: meta.ino(),
         mapped_by: Vec::new(),
+        kind: if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("libcuda.so"))
+        {
+            ingero_ebpf::CudaLibrary::Driver
+        } else {
+            ingero_ebpf::CudaLibrary::Runtime
+        },
     })
 }
 

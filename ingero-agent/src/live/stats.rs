@@ -73,12 +73,18 @@ pub struct Stats {
     pub decode_errors: u64,
     /// Annotations received from the socket.
     pub annotations: u64,
+    /// Driver calls made inside a traced runtime call (not counted as operations of their own).
+    pub nested: u64,
+    /// Kernel names the probes could not read.
+    pub unreadable_names: u64,
 }
 
 impl Stats {
     pub fn record(&mut self, event: &Event) {
         self.events += 1;
         match event {
+            // A driver call made by a runtime call is part of that call: counted once, as it.
+            Event::Cuda(c) if c.detail.parent.is_some() => self.nested += 1,
             Event::Cuda(c) => self
                 .ops
                 .entry(c.op)
@@ -137,6 +143,7 @@ mod tests {
 
     fn call(duration_ns: u64, ret: i32) -> Event {
         Event::Cuda(CudaCall {
+            detail: Default::default(),
             ts_ns: 1,
             duration_ns,
             task: Task {

@@ -12,7 +12,7 @@ use aya::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope},
     },
 };
-use ingero_ebpf::{CudaOp, cuda_ops::cookie};
+use ingero_ebpf::{CudaOp, OpFlags, cuda_ops::cookie};
 
 use crate::discover::{LibraryFile, exported_functions};
 
@@ -81,35 +81,40 @@ fn ensure_loaded(ebpf: &mut Ebpf, links: &mut Links, name: &'static str) -> Resu
     Ok(())
 }
 
-/// Attaches the entry and return programs to every traced symbol the library exports.
+/// Attaches the entry and return programs to every traced symbol the library exports: every
+/// export of every op of the library's kind (`_v2`, `_ptsz`, `_ptds`, legacy), each with the
+/// cookie that names its op, flags and variant. Entry-only ops (`__cudaRegisterFunction`) get
+/// no return probe.
 pub fn library(ebpf: &mut Ebpf, links: &mut Links, library: &LibraryFile) -> Result<LibraryAttach> {
     ensure_loaded(ebpf, links, ENTRY)?;
     ensure_loaded(ebpf, links, RETURN)?;
     let exports = exported_functions(&library.path)?;
     let mut report = LibraryAttach::default();
-    for op in CudaOp::ALL {
-        for symbol in op.symbols() {
-            let Some(export) = exports.iter().find(|e| e.name == *symbol) else {
+    for op in CudaOp::ALL.iter().filter(|op| op.library() == library.kind) {
+        for (symbol, flags, variant) in op.exports() {
+            let Some(export) = exports.iter().find(|e| e.name == symbol) else {
                 report.missing.push(symbol);
                 continue;
             };
             let point = || UProbeAttachPoint {
                 location: UProbeAttachLocation::AbsoluteOffset(export.file_offset),
-                cookie: Some(cookie(*op, op.flags())),
+                cookie: Some(cookie(*op, flags, variant)),
             };
             let entry = uprobe(ebpf, ENTRY)?
                 .attach(point(), &library.path, UProbeScope::AllProcesses)
                 .with_context(|| format!("attaching to {symbol} in {}", library.path.display()))?;
             links.entries.push(entry);
-            let ret = uprobe(ebpf, RETURN)?
-                .attach(point(), &library.path, UProbeScope::AllProcesses)
-                .with_context(|| {
-                    format!(
-                        "attaching a return probe to {symbol} in {}",
-                        library.path.display()
-                    )
-                })?;
-            links.returns.push(ret);
+            if !flags.contains(OpFlags::REGISTER) {
+                let ret = uprobe(ebpf, RETURN)?
+                    .attach(point(), &library.path, UProbeScope::AllProcesses)
+                    .with_context(|| {
+                        format!(
+                            "attaching a return probe to {symbol} in {}",
+                            library.path.display()
+                        )
+                    })?;
+                links.returns.push(ret);
+            }
             report.attached.push(symbol);
         }
     }

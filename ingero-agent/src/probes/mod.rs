@@ -62,6 +62,8 @@ pub struct Probes {
 pub struct Rings {
     pub cuda: RingBuf<MapData>,
     pub sched: RingBuf<MapData>,
+    /// Kernel names and handle aliases.
+    pub names: RingBuf<MapData>,
 }
 
 /// Checks a `--ringbuf-size` value the way the kernel will.
@@ -85,6 +87,7 @@ impl Probes {
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("CUDA_EVENTS", options.ringbuf_size)
             .map_max_entries("SCHED_EVENTS", options.ringbuf_size)
+            .map_max_entries("NAME_EVENTS", options.ringbuf_size)
             .load(object())
             .context("loading the eBPF object (this needs root, or CAP_BPF and CAP_PERFMON)")?;
         let config = Config {
@@ -123,6 +126,7 @@ impl Probes {
         let rings = Rings {
             cuda: take(&mut ebpf, "CUDA_EVENTS")?,
             sched: take(&mut ebpf, "SCHED_EVENTS")?,
+            names: take(&mut ebpf, "NAME_EVENTS")?,
         };
         let counters = KernelCounters::take_from(&mut ebpf)?;
         Ok((

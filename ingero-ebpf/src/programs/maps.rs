@@ -11,6 +11,11 @@ use ingero_ebpf::{COMM_LEN, Config, MAX_ARGS, counters};
 #[map]
 pub static CUDA_EVENTS: RingBuf = RingBuf::with_byte_size(4 * 1024 * 1024, 0);
 
+/// Kernel names and handle aliases ([`ingero_ebpf::NameRecord`]): a ring of their own, so a
+/// registration burst (24 k names while `libtorch_cuda.so` loads) never costs a call record.
+#[map]
+pub static NAME_EVENTS: RingBuf = RingBuf::with_byte_size(4 * 1024 * 1024, 0);
+
 /// Off-CPU intervals and process lifecycle records.
 #[map]
 pub static SCHED_EVENTS: RingBuf = RingBuf::with_byte_size(1024 * 1024, 0);

@@ -1,7 +1,9 @@
-//! Probe families: CUDA runtime uprobes, sched_switch off-CPU tracking, process lifecycle.
+//! Probe families: CUDA runtime and driver uprobes, sched_switch off-CPU tracking, process lifecycle.
 
 mod context;
+mod cuda;
+mod cuda_args;
 mod maps;
+mod names;
 mod process;
-mod runtime;
 mod sched;

@@ -8,7 +8,8 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
 use super::Hex;
-use crate::model::{CudaArgs, Event, ProcessOp, ReadRecord, cuda_error_name};
+use crate::model::{CallDetail, CudaArgs, Event, ProcessOp, ReadRecord, cuda_error_name};
+use crate::vocab::ArgKey;
 
 /// What kind of event, with what only that kind has.
 enum What<'a> {
@@ -16,6 +17,7 @@ enum What<'a> {
         op: CudaOp,
         ret: i32,
         args: &'a CudaArgs,
+        detail: &'a CallDetail,
     },
     OffCpu {
         reason: OffCpuReason,
@@ -54,6 +56,7 @@ impl<'a> EventView<'a> {
                     op: c.op,
                     ret: c.ret,
                     args: &c.args,
+                    detail: &c.detail,
                 },
             ),
             Event::OffCpu(o) => (
@@ -101,6 +104,7 @@ impl<'a> EventView<'a> {
                     op: c.op,
                     ret: c.ret,
                     args: &c.args,
+                    detail: &c.detail,
                 },
             ),
             ReadRecord::OffCpu(o) => (
@@ -178,7 +182,9 @@ impl<'a> EventView<'a> {
         map.serialize_entry("cpu", &self.cpu)?;
         map.serialize_entry("ret", &ret)?;
         match &self.what {
-            What::Cuda { args, ret, .. } => map.serialize_entry("args", &CudaArgsView(args, *ret)),
+            What::Cuda {
+                args, ret, detail, ..
+            } => map.serialize_entry("args", &CudaArgsView(args, *ret, detail)),
             What::OffCpu {
                 reason,
                 prev_state,
@@ -227,8 +233,9 @@ impl<M: SerializeMap> Entries<'_, M> {
     }
 }
 
-/// A call's arguments by op, and the error's name for a non-zero `ret` with a known name.
-struct CudaArgsView<'a>(&'a CudaArgs, i32);
+/// A call's arguments by op, its context (kernel, export, parent), and the error's name for a
+/// non-zero `ret` with a known name.
+struct CudaArgsView<'a>(&'a CudaArgs, i32, &'a CallDetail);
 
 impl Serialize for CudaArgsView<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -260,9 +267,43 @@ impl Serialize for CudaArgsView<'_> {
                 m.put("shared_mem", shared_mem)?;
                 m.put("stream", &Hex(*stream))?;
             }
-            CudaArgs::GraphLaunch { graph_exec, stream } => {
+            CudaArgs::GraphLaunch {
+                graph_exec,
+                stream,
+                captured,
+            } => {
                 m.put("graph_exec", &Hex(*graph_exec))?;
                 m.put("stream", &Hex(*stream))?;
+                if let Some(c) = captured {
+                    m.put(ArgKey::KernelNodes.text(), &c.kernel_nodes)?;
+                    m.put(ArgKey::CaptureStream.text(), &Hex(c.stream))?;
+                }
+            }
+            CudaArgs::CaptureBegin { stream, mode } => {
+                m.put("stream", &Hex(*stream))?;
+                if let Some(mode) = mode {
+                    m.put(ArgKey::CaptureMode.text(), mode)?;
+                }
+            }
+            CudaArgs::CaptureEnd {
+                stream,
+                graph,
+                kernel_nodes,
+            } => {
+                m.put("stream", &Hex(*stream))?;
+                m.put(ArgKey::Graph.text(), &graph.map(Hex))?;
+                if let Some(n) = kernel_nodes {
+                    m.put(ArgKey::KernelNodes.text(), n)?;
+                }
+            }
+            CudaArgs::GraphInstantiate { graph, graph_exec } => {
+                m.put(ArgKey::Graph.text(), &Hex(*graph))?;
+                m.put("graph_exec", &graph_exec.map(Hex))?;
+            }
+            CudaArgs::ModuleLoad { module } => m.put(ArgKey::Module.text(), &module.map(Hex))?,
+            CudaArgs::GetFunction { owner, function } => {
+                m.put(ArgKey::Owner.text(), &Hex(*owner))?;
+                m.put(ArgKey::Function.text(), &function.map(Hex))?;
             }
             CudaArgs::Memcpy {
                 count,
@@ -297,6 +338,18 @@ impl Serialize for CudaArgsView<'_> {
                 m.opt_hex("stream", *stream)?;
                 m.opt_hex("event", *event)?;
             }
+        }
+        let detail = self.2;
+        if let Some(k) = &detail.kernel {
+            m.put(ArgKey::Kernel.text(), &*k.demangled)?;
+            m.put(ArgKey::KernelMangled.text(), &*k.mangled)?;
+            m.put(ArgKey::KernelSource.text(), k.source.as_str())?;
+        }
+        if let Some(symbol) = detail.symbol {
+            m.put(ArgKey::Symbol.text(), symbol)?;
+        }
+        if let Some(parent) = detail.parent {
+            m.put(ArgKey::Parent.text(), parent.name())?;
         }
         if self.1 != 0 {
             if let Some(name) = cuda_error_name(self.1) {

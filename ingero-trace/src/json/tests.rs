@@ -36,6 +36,7 @@ fn line(event: &Event) -> Value {
 #[test]
 fn cuda_call_has_every_documented_key_in_order() {
     let event = Event::Cuda(CudaCall {
+        detail: Default::default(),
         ts_ns: 100,
         duration_ns: 5,
         task: task(),
@@ -60,6 +61,7 @@ fn cuda_call_has_every_documented_key_in_order() {
 #[test]
 fn launches_and_copies_name_their_arguments() {
     let launch = Event::Cuda(CudaCall {
+        detail: Default::default(),
         ts_ns: 1,
         duration_ns: 1,
         task: task(),
@@ -78,6 +80,7 @@ fn launches_and_copies_name_their_arguments() {
         json!({"func": "0x1234", "grid": [16, 4, 1], "block": [32, 8, 1], "shared_mem": 1024, "stream": "0xabcd"})
     );
     let copy = Event::Cuda(CudaCall {
+        detail: Default::default(),
         ts_ns: 1,
         duration_ns: 1,
         task: task(),
@@ -194,6 +197,7 @@ fn a_recorded_line_is_the_live_line() {
 #[test]
 fn labels_come_last_on_events_only() {
     let e = Event::Cuda(CudaCall {
+        detail: Default::default(),
         ts_ns: 1,
         duration_ns: 1,
         task: task(),
@@ -233,6 +237,7 @@ fn labels_come_last_on_events_only() {
 #[test]
 fn a_plain_line_is_a_labeled_line_without_labels() {
     let e = Event::Cuda(CudaCall {
+        detail: Default::default(),
         ts_ns: 1,
         duration_ns: 1,
         task: task(),

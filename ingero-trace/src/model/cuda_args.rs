@@ -80,6 +80,15 @@ pub struct LaunchConfig {
     pub stream: u64,
 }
 
+/// What ingero saw of the capture that built an executable graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Captured {
+    /// Kernel launches traced on the capturing stream between begin and end.
+    pub kernel_nodes: u32,
+    /// The stream that was captured.
+    pub stream: u64,
+}
+
 /// The arguments of a call, named per op.
 #[derive(Clone, Debug, PartialEq)]
 pub enum CudaArgs {
@@ -126,12 +135,50 @@ pub enum CudaArgs {
         /// The `cudaStream_t` handle (0: the default stream).
         stream: u64,
     },
-    /// cudaGraphLaunch.
+    /// cudaGraphLaunch, cuGraphLaunch.
     GraphLaunch {
         /// The `cudaGraphExec_t` handle launched.
         graph_exec: u64,
         /// The `cudaStream_t` handle (0: the default stream).
         stream: u64,
+        /// What the capture that built the graph recorded, when it was traced.
+        captured: Option<Captured>,
+    },
+    /// cudaStreamBeginCapture[ToGraph], cuStreamBeginCapture.
+    CaptureBegin {
+        /// The stream whose work is captured.
+        stream: u64,
+        /// The `cudaStreamCaptureMode` (absent for the legacy one-argument driver export).
+        mode: Option<u32>,
+    },
+    /// cudaStreamEndCapture, cuStreamEndCapture.
+    CaptureEnd {
+        /// The stream whose capture ended.
+        stream: u64,
+        /// The graph it produced (on success).
+        graph: Option<u64>,
+        /// Kernel launches traced on the stream during the capture (recorded into the graph).
+        kernel_nodes: Option<u32>,
+    },
+    /// cudaGraphInstantiate*, cuGraphInstantiate*.
+    GraphInstantiate {
+        /// The graph instantiated.
+        graph: u64,
+        /// The executable graph created (on success).
+        graph_exec: Option<u64>,
+    },
+    /// cuModuleLoad*, cuLibraryLoad*.
+    ModuleLoad {
+        /// The `CUmodule` or `CUlibrary` created (on success).
+        module: Option<u64>,
+    },
+    /// cuModuleGetFunction, cuLibraryGetKernel (`owner`: the module or library),
+    /// cuKernelGetFunction (`owner`: the `CUkernel`).
+    GetFunction {
+        /// The module, library or kernel asked.
+        owner: u64,
+        /// The `CUfunction` or `CUkernel` returned (on success).
+        function: Option<u64>,
     },
     /// cudaMemcpy family. `width`/`height` only for the 2D forms (count = width × height).
     Memcpy {

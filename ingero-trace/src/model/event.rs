@@ -2,7 +2,7 @@
 
 use ingero_ebpf::{COMM_LEN, CudaOp, OffCpuReason};
 
-use super::CudaArgs;
+use super::{CallDetail, CudaArgs};
 
 /// A kernel task name kept inline (no allocation per event).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -69,6 +69,8 @@ pub struct CudaCall {
     pub ret: i32,
     /// The arguments, named per op.
     pub args: CudaArgs,
+    /// The export that fired, the enclosing traced call, the kernel launched.
+    pub detail: CallDetail,
 }
 
 /// A traced thread's time off the CPU.

@@ -3,13 +3,15 @@
 
 mod cuda_args;
 mod event;
+mod kernel;
 mod placement;
 mod recorded;
 mod session;
 mod timeline;
 
-pub use cuda_args::{CudaArgs, LaunchConfig, MemcpyKind, cuda_error_name};
+pub use cuda_args::{Captured, CudaArgs, LaunchConfig, MemcpyKind, cuda_error_name};
 pub use event::{Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task};
+pub use kernel::{CallDetail, KernelName, NameSource};
 pub(crate) use placement::Placement;
 pub use recorded::{
     CounterKind, CounterSample, CudaCallRecord, LabelInterval, LifecycleRecord, OffCpuRecord,

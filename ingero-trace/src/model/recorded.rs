@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use ingero_ebpf::{CudaOp, OffCpuReason};
 
+use super::CallDetail;
 use super::{FinalStats, SessionInfo};
 use crate::model::AnnotationRecord;
 use crate::model::{CudaArgs, ProcessOp};
@@ -37,6 +38,8 @@ pub struct CudaCallRecord {
     pub ret: i32,
     /// The arguments, named per op.
     pub args: CudaArgs,
+    /// The export that fired, the enclosing traced call, the kernel launched.
+    pub detail: CallDetail,
     /// Set when the writer shortened the slice to keep its track nested: the real duration.
     pub clamped_from_ns: Option<u64>,
     /// The CPU the call returned on.

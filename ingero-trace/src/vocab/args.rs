@@ -76,7 +76,8 @@ words! {
         Continued = "continued",
         /// The session packet: the host's name.
         Host = "host",
-        /// The session packet: the kernel release.
+        /// The session packet: the kernel release. On a launch: the launched kernel's name as
+        /// users read it (demangled; the slice is named by it too).
         Kernel = "kernel",
         /// The session packet: the agent's version.
         AgentVersion = "agent_version",
@@ -107,6 +108,32 @@ words! {
         EndRealtimeNs = "end_realtime_ns",
         /// Annotations: the client sent no time, so the agent stamped it on receipt.
         StampedByAgent = "stamped_by_agent",
+        /// A CUDA call whose slice is named by something else (a launch named by its kernel):
+        /// the op.
+        Op = "op",
+        /// The export that fired, when it is not the op's own name (`cuMemAlloc_v2`).
+        Symbol = "symbol",
+        /// The traced call this one ran inside of on the same thread (`cudaMalloc` for the
+        /// `cuMemAlloc` it made).
+        Parent = "parent",
+        /// A launch: the kernel's name as compiled (mangled).
+        KernelMangled = "kernel_mangled",
+        /// A launch: where the kernel's name came from ([`crate::model::NameSource`]).
+        KernelSource = "kernel_source",
+        /// The `cudaGraph_t` a capture produced or an instantiation used.
+        Graph = "graph",
+        /// Kernel launches recorded into a graph by its capture.
+        KernelNodes = "kernel_nodes",
+        /// The stream whose capture built a launched graph.
+        CaptureStream = "capture_stream",
+        /// A capture's `cudaStreamCaptureMode`.
+        CaptureMode = "capture_mode",
+        /// The `CUmodule` or `CUlibrary` a load created.
+        Module = "module",
+        /// The `CUfunction` or `CUkernel` a lookup returned.
+        Function = "function",
+        /// The module, library or kernel a function lookup asked.
+        Owner = "owner",
     }
 }
 

@@ -86,6 +86,16 @@ impl EventName {
         ops.chain(off).chain(life).chain(instants)
     }
 
+    /// The op whose canonical name `text` is (one hash lookup: the reader asks per launch
+    /// named by its kernel).
+    pub fn op_from_text(text: &str) -> Option<CudaOp> {
+        static OPS: std::sync::OnceLock<std::collections::HashMap<&'static str, CudaOp>> =
+            std::sync::OnceLock::new();
+        OPS.get_or_init(|| CudaOp::ALL.iter().map(|op| (op.name(), *op)).collect())
+            .get(text)
+            .copied()
+    }
+
     /// The name as written in a recording.
     pub fn text(self) -> &'static str {
         match self {

@@ -91,9 +91,50 @@ fn cuda_args(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
         CudaArgs::GraphLaunch {
             graph_exec,
             stream: s,
+            captured,
         } => {
             string_arg(buf, interner, ArgKey::GraphExec, StrKey::Ptr(graph_exec));
             stream(buf, interner, Some(s));
+            if let Some(c) = captured {
+                encode::arg_uint(buf, ArgKey::KernelNodes.iid(), u64::from(c.kernel_nodes));
+                string_arg(buf, interner, ArgKey::CaptureStream, StrKey::Ptr(c.stream));
+            }
+        }
+        CudaArgs::CaptureBegin { stream: s, mode } => {
+            stream(buf, interner, Some(s));
+            if let Some(mode) = mode {
+                encode::arg_uint(buf, ArgKey::CaptureMode.iid(), u64::from(mode));
+            }
+        }
+        CudaArgs::CaptureEnd {
+            stream: s,
+            graph,
+            kernel_nodes,
+        } => {
+            stream(buf, interner, Some(s));
+            if let Some(g) = graph {
+                string_arg(buf, interner, ArgKey::Graph, StrKey::Ptr(g));
+            }
+            if let Some(n) = kernel_nodes {
+                encode::arg_uint(buf, ArgKey::KernelNodes.iid(), u64::from(n));
+            }
+        }
+        CudaArgs::GraphInstantiate { graph, graph_exec } => {
+            string_arg(buf, interner, ArgKey::Graph, StrKey::Ptr(graph));
+            if let Some(x) = graph_exec {
+                string_arg(buf, interner, ArgKey::GraphExec, StrKey::Ptr(x));
+            }
+        }
+        CudaArgs::ModuleLoad { module } => {
+            if let Some(m) = module {
+                string_arg(buf, interner, ArgKey::Module, StrKey::Ptr(m));
+            }
+        }
+        CudaArgs::GetFunction { owner, function } => {
+            string_arg(buf, interner, ArgKey::Owner, StrKey::Ptr(owner));
+            if let Some(f) = function {
+                string_arg(buf, interner, ArgKey::Function, StrKey::Ptr(f));
+            }
         }
         CudaArgs::Memcpy {
             count,
@@ -132,6 +173,36 @@ fn cuda_args(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
             }
         }
     }
+}
+
+/// The debug annotations of a call's context (kernel, export, parent). Returns the interned
+/// name of a launch's slice when it is named by its kernel (so the UI reads like Nsight's);
+/// the op then goes into an `op` argument.
+fn call_detail(buf: &mut Vec<u8>, interner: &mut Interner, c: &CudaCall) -> Option<u64> {
+    let d = &c.detail;
+    let mut named = None;
+    if let Some(k) = &d.kernel {
+        string_arg(buf, interner, ArgKey::Kernel, StrKey::Text(&k.demangled));
+        string_arg(
+            buf,
+            interner,
+            ArgKey::KernelMangled,
+            StrKey::Text(&k.mangled),
+        );
+        let source = k.source.as_str();
+        string_arg(buf, interner, ArgKey::KernelSource, StrKey::Text(source));
+        named = interner.dynamic_name(&k.demangled);
+        if named.is_some() {
+            string_arg(buf, interner, ArgKey::Op, StrKey::Text(c.op.name()));
+        }
+    }
+    if let Some(symbol) = d.symbol {
+        string_arg(buf, interner, ArgKey::Symbol, StrKey::Text(symbol));
+    }
+    if let Some(parent) = d.parent {
+        string_arg(buf, interner, ArgKey::Parent, StrKey::Text(parent.name()));
+    }
+    named
 }
 
 impl Recorder {
@@ -205,6 +276,7 @@ impl Recorder {
             encode::category(buf, Category::CudaError.iid());
         }
         cuda_args(buf, &mut seq.interner, &c.args);
+        let kernel_name = call_detail(buf, &mut seq.interner, c);
         if c.ret != 0 {
             encode::arg_int(buf, ArgKey::Ret.iid(), i64::from(c.ret));
             if let Some(name) = cuda_error_name(c.ret) {
@@ -214,7 +286,7 @@ impl Recorder {
         if let Some(d) = begun.clamped_from_ns {
             encode::arg_uint(buf, ArgKey::ClampedFromNs.iid(), d);
         }
-        let name = seq.interner.name(EventName::Op(c.op));
+        let name = kernel_name.unwrap_or_else(|| seq.interner.name(EventName::Op(c.op)));
         self.event_close(e, &EventTail::named(event_type::SLICE_BEGIN, name, track))?;
         if late {
             self.late_slice_end(track, begun.end, at)?;

@@ -82,6 +82,8 @@ pub struct Interner {
     fixed_names: Vec<EventName>,
     dyn_debug_names: HashMap<String, u64>,
     next_debug_name: u64,
+    /// Event names outside the vocabulary (kernel names of launch slices), after the fixed.
+    dyn_names: HashMap<String, u64>,
     ptrs: FastMap<u64, u64>,
     texts: HashMap<String, u64>,
     launches: FastMap<LaunchKey, u64>,
@@ -111,6 +113,7 @@ impl Interner {
             fixed_names,
             dyn_debug_names: HashMap::new(),
             next_debug_name: ArgKey::ALL.len() as u64 + 1,
+            dyn_names: HashMap::new(),
             ptrs: FastMap::default(),
             texts: HashMap::new(),
             launches: FastMap::default(),
@@ -126,6 +129,7 @@ impl Interner {
     pub fn clear(&mut self) {
         self.dyn_debug_names.clear();
         self.next_debug_name = ArgKey::ALL.len() as u64 + 1;
+        self.dyn_names.clear();
         self.ptrs.clear();
         self.texts.clear();
         self.launches.clear();
@@ -170,6 +174,24 @@ impl Interner {
             .iter()
             .position(|n| *n == name)
             .map_or(0, |i| i as u64 + 1)
+    }
+
+    /// The iid of an event name outside the vocabulary (a kernel's), or `None` past the cap
+    /// (name the slice by its op instead).
+    pub fn dynamic_name(&mut self, text: &str) -> Option<u64> {
+        if let Some(iid) = self.dyn_names.get(text) {
+            return Some(*iid);
+        }
+        if self.dyn_names.len() >= MAX_DYNAMIC {
+            return None;
+        }
+        let iid = (self.fixed_names.len() + self.dyn_names.len()) as u64 + 1;
+        self.dyn_names.insert(text.to_owned(), iid);
+        self.pending.event_names.push(ProtoEventName {
+            iid: Some(iid),
+            name: Some(text.to_owned()),
+        });
+        Some(iid)
     }
 
     /// The iid of a dynamic debug-annotation key, or `None` past the cap (write it inline).

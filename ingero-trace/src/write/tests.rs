@@ -100,6 +100,7 @@ fn round_trip_of_every_record_kind() {
     for r in &input {
         match r {
             TimelineRecord::Event(Event::Cuda(c)) => want_cuda.push(CudaCallRecord {
+                detail: c.detail.clone(),
                 ts_ns: c.ts_ns,
                 duration_ns: c.duration_ns,
                 thread: thread(c.task.tid, &c.task.comm.as_str()),

@@ -16,8 +16,6 @@
 //! Anything else (another field, an inline name or string, an unknown argument key, a cleared
 //! sequence, a track or name the interned paths do not resolve) takes the scanner path.
 
-use ingero_ebpf::CudaOp;
-
 use super::args::{SlotArgs, SlotVal, Slots};
 use super::iids::IidTable;
 use super::memo::{Action, Key, Memo};
@@ -503,12 +501,9 @@ fn apply(
             };
             let k = seq.debug_names.get(key)?.slot?;
             let launch = match (k, op) {
-                (
-                    ArgKey::Launch,
-                    CudaOp::LaunchKernel
-                    | CudaOp::LaunchCooperativeKernel
-                    | CudaOp::LaunchKernelExC,
-                ) => seq.strings.get(value).and_then(|e| e.launch_idx),
+                (ArgKey::Launch, op) if op.is_kernel_launch() => {
+                    seq.strings.get(value).and_then(|e| e.launch_idx)
+                }
                 _ => None,
             };
             let ts = seq.advance(Some(ts), None);
@@ -605,11 +600,11 @@ fn fast_fields(t: &mut Tables, p: &[u8], slot: &mut ReadRecord) -> Option<Fields
             let kind = seq.names.get(name?)?.kind;
             let tr = tracks.get_mut(uuid)?;
             let plan = Plan::of(tr.kind.as_ref(), kind)?;
-            let ts = seq.advance(ts, None);
             let body = plan.prepare(&SlotArgs {
                 s: scratch,
                 strings: &seq.strings,
-            });
+            })?;
+            let ts = seq.advance(ts, None);
             tr.push(ts, body);
             Some(Fields::Began { seq: seq_id, uuid })
         }

@@ -9,13 +9,16 @@ use ingero_ebpf::{CudaOp, OffCpuReason};
 use super::args::Args;
 use super::track_kind::TrackKind;
 use super::values::Val;
-use crate::model::CudaArgs;
+use crate::model::{CallDetail, Captured, CudaArgs, KernelName, NameSource};
 use crate::vocab::{ArgKey, EventName};
 
 /// What a slice begin resolves to on the interned paths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Plan {
     Cuda(CudaOp),
+    /// A slice on a thread track named outside the vocabulary: a launch named by its kernel,
+    /// whose op is its `op` argument.
+    CudaNamedByArg,
     OffCpu(OffCpuReason),
 }
 
@@ -23,8 +26,13 @@ impl Plan {
     /// The plan for a slice of `name` on `track`; `None` for the general path.
     #[inline]
     pub(super) fn of(track: Option<&TrackKind>, name: Option<EventName>) -> Option<Plan> {
-        match (track?, name?) {
+        let track = track?;
+        let Some(name) = name else {
+            return matches!(track, TrackKind::Thread(_)).then_some(Plan::CudaNamedByArg);
+        };
+        match (track, name) {
             (TrackKind::Thread(_), EventName::Op(op)) => Some(Plan::Cuda(op)),
+            (TrackKind::Thread(_), _) => None,
             (TrackKind::OffCpu(_), EventName::OffCpu(reason)) => Some(Plan::OffCpu(reason)),
             // The general path reads any other name on an off-CPU track as blocked.
             (TrackKind::OffCpu(_), EventName::Op(_)) => Some(Plan::OffCpu(OffCpuReason::Blocked)),
@@ -32,14 +40,21 @@ impl Plan {
         }
     }
 
-    /// Resolves the slice's arguments now, so its end only adds the time and the thread.
+    /// Resolves the slice's arguments now, so its end only adds the time and the thread;
+    /// `None` when the plan does not hold (a thread slice without an `op`: the general path).
     #[inline]
-    pub(super) fn prepare(self, a: &impl Args) -> OpenBody {
-        match self {
+    pub(super) fn prepare(self, a: &impl Args) -> Option<OpenBody> {
+        Some(match self {
             Plan::Cuda(op) => OpenBody::Cuda(CudaPrep::new(op, a)),
+            Plan::CudaNamedByArg => OpenBody::Cuda(CudaPrep::new(op_argument(a)?, a)),
             Plan::OffCpu(reason) => OpenBody::OffCpu(OffPrep::new(reason, a)),
-        }
+        })
     }
+}
+
+/// The op a slice named by something else carries in its `op` argument.
+pub(super) fn op_argument(a: &impl Args) -> Option<CudaOp> {
+    EventName::op_from_text(a.text(ArgKey::Op)?)
 }
 
 /// A CUDA call's fields but time and thread.
@@ -48,6 +63,7 @@ pub(super) struct CudaPrep {
     pub(super) op: CudaOp,
     pub(super) ret: i32,
     pub(super) args: CudaArgs,
+    pub(super) detail: CallDetail,
     pub(super) clamped: Option<u64>,
 }
 
@@ -61,8 +77,34 @@ impl CudaPrep {
                 .and_then(|v| i32::try_from(v).ok())
                 .unwrap_or(0),
             args: cuda_args(op, a),
+            detail: call_detail(op, a),
             clamped: a.u(ArgKey::ClampedFromNs),
         }
+    }
+}
+
+/// A call's context from its `symbol`, `parent` and `kernel*` arguments.
+fn call_detail(op: CudaOp, a: &impl Args) -> CallDetail {
+    let kernel = a.arc(ArgKey::Kernel).map(|demangled| {
+        let truncated = demangled.ends_with('…');
+        KernelName {
+            mangled: a
+                .arc(ArgKey::KernelMangled)
+                .unwrap_or_else(|| demangled.clone()),
+            source: a
+                .text(ArgKey::KernelSource)
+                .and_then(NameSource::from_text)
+                .unwrap_or(NameSource::Registration),
+            truncated,
+            demangled,
+        }
+    });
+    CallDetail {
+        symbol: a
+            .text(ArgKey::Symbol)
+            .and_then(|t| CallDetail::symbol_of(op, t)),
+        parent: a.text(ArgKey::Parent).and_then(EventName::op_from_text),
+        kernel: kernel.map(Arc::new),
     }
 }
 
@@ -107,23 +149,35 @@ fn cuda_args(op: CudaOp, a: &impl Args) -> CudaArgs {
     let u = |k: ArgKey| a.u(k);
     let dim = |k: ArgKey| a.dim(k).unwrap_or([0; 3]);
     match op {
-        Malloc | MallocManaged | MallocAsync => CudaArgs::Alloc {
+        Malloc
+        | MallocManaged
+        | MallocAsync
+        | CuMemAlloc
+        | CuMemAllocAsync
+        | CuMemAllocFromPoolAsync
+        | CuMemAllocManaged
+        | CuMemAllocPitch => CudaArgs::Alloc {
             size: u(ArgKey::Size).unwrap_or(0),
             ptr: u(ArgKey::Ptr),
             stream: u(ArgKey::Stream),
         },
-        Free | FreeAsync => CudaArgs::Free {
+        Free | FreeAsync | CuMemFree | CuMemFreeAsync => CudaArgs::Free {
             ptr: u(ArgKey::Ptr).unwrap_or(0),
             size: u(ArgKey::Size),
             stream: u(ArgKey::Stream),
         },
-        MallocHost | HostAlloc => CudaArgs::HostAlloc {
+        MallocHost | HostAlloc | CuMemAllocHost | CuMemHostAlloc => CudaArgs::HostAlloc {
             size: u(ArgKey::Size).unwrap_or(0),
         },
-        FreeHost => CudaArgs::HostFree {
+        FreeHost | CuMemFreeHost => CudaArgs::HostFree {
             ptr: u(ArgKey::Ptr).unwrap_or(0),
         },
-        LaunchKernel | LaunchCooperativeKernel | LaunchKernelExC => {
+        LaunchKernel
+        | LaunchCooperativeKernel
+        | LaunchKernelExC
+        | CuLaunchKernel
+        | CuLaunchKernelEx
+        | CuLaunchCooperativeKernel => {
             match a.launch(ArgKey::Launch) {
                 Some(l) => CudaArgs::Launch {
                     func: l.func,
@@ -142,11 +196,52 @@ fn cuda_args(op: CudaOp, a: &impl Args) -> CudaArgs {
                 },
             }
         }
-        GraphLaunch => CudaArgs::GraphLaunch {
+        GraphLaunch | CuGraphLaunch => CudaArgs::GraphLaunch {
             graph_exec: u(ArgKey::GraphExec).unwrap_or(0),
             stream: u(ArgKey::Stream).unwrap_or(0),
+            captured: u(ArgKey::KernelNodes).map(|n| Captured {
+                kernel_nodes: u32::try_from(n).unwrap_or(u32::MAX),
+                stream: u(ArgKey::CaptureStream).unwrap_or(0),
+            }),
         },
-        Memcpy | MemcpyAsync | Memcpy2D | Memcpy2DAsync => CudaArgs::Memcpy {
+        StreamBeginCapture | StreamBeginCaptureToGraph | CuStreamBeginCapture => {
+            CudaArgs::CaptureBegin {
+                stream: u(ArgKey::Stream).unwrap_or(0),
+                mode: u(ArgKey::CaptureMode).and_then(|m| u32::try_from(m).ok()),
+            }
+        }
+        StreamEndCapture | CuStreamEndCapture => CudaArgs::CaptureEnd {
+            stream: u(ArgKey::Stream).unwrap_or(0),
+            graph: u(ArgKey::Graph),
+            kernel_nodes: u(ArgKey::KernelNodes).and_then(|n| u32::try_from(n).ok()),
+        },
+        GraphInstantiate
+        | GraphInstantiateWithFlags
+        | GraphInstantiateWithParams
+        | CuGraphInstantiate
+        | CuGraphInstantiateWithFlags
+        | CuGraphInstantiateWithParams => CudaArgs::GraphInstantiate {
+            graph: u(ArgKey::Graph).unwrap_or(0),
+            graph_exec: u(ArgKey::GraphExec),
+        },
+        CuModuleLoad
+        | CuModuleLoadData
+        | CuModuleLoadDataEx
+        | CuModuleLoadFatBinary
+        | CuLibraryLoadData
+        | CuLibraryLoadFromFile => CudaArgs::ModuleLoad {
+            module: u(ArgKey::Module),
+        },
+        CuModuleGetFunction | CuLibraryGetKernel | CuKernelGetFunction => CudaArgs::GetFunction {
+            owner: u(ArgKey::Owner).unwrap_or(0),
+            function: u(ArgKey::Function),
+        },
+        Memcpy | MemcpyAsync | Memcpy2D | Memcpy2DAsync | CuMemcpy | CuMemcpyAsync
+        | CuMemcpyHtoD | CuMemcpyDtoH | CuMemcpyDtoD | CuMemcpyHtoDAsync | CuMemcpyDtoHAsync
+        | CuMemcpyDtoDAsync | CuMemcpyPeer | CuMemcpyPeerAsync | CuMemcpy2D | CuMemcpy2DAsync
+        | CuMemcpy2DUnaligned | CuMemcpy3D | CuMemcpy3DAsync | CuMemcpy3DPeer
+        | CuMemcpy3DPeerAsync | CuMemcpyAtoA | CuMemcpyAtoD | CuMemcpyAtoH | CuMemcpyAtoHAsync
+        | CuMemcpyDtoA | CuMemcpyHtoA | CuMemcpyHtoAAsync => CudaArgs::Memcpy {
             count: u(ArgKey::Count).unwrap_or(0),
             kind: a.kind(ArgKey::Kind),
             stream: u(ArgKey::Stream),
@@ -158,11 +253,14 @@ fn cuda_args(op: CudaOp, a: &impl Args) -> CudaArgs {
             src_device: a.i(ArgKey::SrcDevice).unwrap_or(0) as i32,
             stream: u(ArgKey::Stream),
         },
-        Memset | MemsetAsync => CudaArgs::Memset {
+        Memset | MemsetAsync | CuMemsetD8 | CuMemsetD16 | CuMemsetD32 | CuMemsetD8Async
+        | CuMemsetD16Async | CuMemsetD32Async | CuMemsetD2D8 | CuMemsetD2D16 | CuMemsetD2D32
+        | CuMemsetD2D8Async | CuMemsetD2D16Async | CuMemsetD2D32Async => CudaArgs::Memset {
             count: u(ArgKey::Count).unwrap_or(0),
             stream: u(ArgKey::Stream),
         },
-        StreamSynchronize | DeviceSynchronize | EventSynchronize => CudaArgs::Sync {
+        StreamSynchronize | DeviceSynchronize | EventSynchronize | CuStreamSynchronize
+        | CuCtxSynchronize | CuEventSynchronize | RegisterFunction | GetKernel => CudaArgs::Sync {
             stream: u(ArgKey::Stream),
             event: u(ArgKey::Event),
         },

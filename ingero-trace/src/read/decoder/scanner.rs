@@ -232,10 +232,10 @@ fn begin(t: &mut Tables, slots: bool, seq_id: u32, ts: u64, te: &Te<'_>) -> scan
             true
         })?;
         if ok {
-            body = Some(plan.prepare(&SlotArgs {
+            body = plan.prepare(&SlotArgs {
                 s,
                 strings: &seq.strings,
-            }));
+            });
         }
     }
     let body = match body {

@@ -14,13 +14,13 @@ use ingero_ebpf::{CudaOp, OffCpuReason};
 use super::args::{ListArgs, find, u64_of};
 use super::instants::annotation;
 use super::memo::Key;
-use super::plan::{CudaPrep, OffPrep, OpenBody};
+use super::plan::{self, CudaPrep, OffPrep, OpenBody};
 use super::track_kind::TrackKind;
 use super::values::Val;
 use crate::fast_map::FastMap;
 use crate::model::{
-    CudaArgs, CudaCallRecord, LabelInterval, LaunchConfig, OffCpuRecord, Placement, ReadRecord,
-    ThreadRef,
+    CallDetail, CudaArgs, CudaCallRecord, LabelInterval, LaunchConfig, OffCpuRecord, Placement,
+    ReadRecord, ThreadRef,
 };
 use crate::vocab::{self, ArgKey, EventName};
 
@@ -232,8 +232,13 @@ fn general(
     let duration_ns = end.saturating_sub(ts);
     match kind {
         Some(TrackKind::Thread(t)) => {
-            let Some(EventName::Op(op)) = names.get(name).copied() else {
-                return false;
+            let op = match names.get(name).copied() {
+                Some(EventName::Op(op)) => op,
+                // A launch named by its kernel: the op is an argument.
+                _ => match plan::op_argument(&ListArgs(args)) {
+                    Some(op) => op,
+                    None => return false,
+                },
             };
             put_cuda(
                 slot,
@@ -316,12 +321,14 @@ fn put_launch(
         c.op = op;
         c.ret = 0;
         c.args = args;
+        c.detail = CallDetail::default();
         c.clamped_from_ns = None;
         c.cpu = at.cpu;
         c.cgroup_id = at.cgroup_id;
         return;
     }
     *slot = ReadRecord::Cuda(CudaCallRecord {
+        detail: Default::default(),
         ts_ns: ts,
         duration_ns: dur,
         thread: t.clone(),
@@ -351,12 +358,14 @@ pub(super) fn put_cuda(
         c.op = p.op;
         c.ret = p.ret;
         c.args = p.args.clone();
+        c.detail = p.detail.clone();
         c.clamped_from_ns = p.clamped;
         c.cpu = at.cpu;
         c.cgroup_id = at.cgroup_id;
         return;
     }
     *slot = ReadRecord::Cuda(CudaCallRecord {
+        detail: p.detail.clone(),
         ts_ns: ts,
         duration_ns: dur,
         thread: t.clone(),

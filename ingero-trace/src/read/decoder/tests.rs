@@ -154,6 +154,7 @@ fn fast_and_general_paths_agree() {
 fn slot_reuse_rewrites_every_field() {
     let rec = launch_call(false, Paths::All);
     let mut slot = ReadRecord::Cuda(CudaCallRecord {
+        detail: Default::default(),
         ts_ns: 1,
         duration_ns: 2,
         thread: ThreadRef {

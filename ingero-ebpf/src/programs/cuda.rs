@@ -1,8 +1,11 @@
-//! CUDA runtime uprobes: one entry and one return program shared by every attached symbol.
+//! CUDA runtime and driver uprobes: one entry and one return program shared by every attached
+//! symbol.
 //!
-//! The attach cookie says which op fired and what extra work it needs. Entry pushes a frame on
-//! the thread's small stack (so nested traced calls pair correctly); return pops it and emits a
-//! [`CudaRecord`].
+//! The attach cookie says which op and which export fired, and what extra work the call needs.
+//! Entry pushes a frame on the thread's small stack (so nested traced calls pair correctly: a
+//! `cudaMalloc` that enters `cuMemAlloc_v2` yields two records, the inner one naming its
+//! parent); return pops it and emits a [`CudaRecord`], and for the calls that name kernels a
+//! [`ingero_ebpf::NameRecord`] first (so the agent knows a name before any launch that uses it).
 
 use aya_ebpf::{
     EbpfContext,
@@ -11,15 +14,17 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use ingero_ebpf::{
-    ALLOC_PTR_SLOT, CudaRecord, FREE_SIZE_SLOT, FilterMode, MAX_ARGS, OpFlags, RecordKind,
-    counters, cuda_ops::split_cookie,
+    ALLOC_PTR_SLOT, CudaRecord, FREE_SIZE_SLOT, FilterMode, OpFlags, RecordKind, counters,
+    cuda_ops::{cookie_variant, split_cookie},
 };
 
 use super::{
     context::{config, count, header, is_tracked, now_ns, submit_flags, track},
+    cuda_args,
     maps::{
         ALLOCS, AllocKey, CUDA_EVENTS, FRAMES_TEMPLATE, MAX_DEPTH, THREAD_FRAMES, ThreadFrames,
     },
+    names::{emit_alias, emit_name},
 };
 
 #[uprobe]
@@ -32,16 +37,6 @@ pub fn cuda_enter(ctx: ProbeContext) -> u32 {
 pub fn cuda_return(ctx: RetProbeContext) -> u32 {
     leave(&ctx);
     0
-}
-
-/// `cudaLaunchConfig_t` up to the fields ingero reads.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct LaunchConfig {
-    grid: [u32; 3],
-    block: [u32; 3],
-    dynamic_smem_bytes: u64,
-    stream: u64,
 }
 
 #[inline(always)]
@@ -80,7 +75,14 @@ fn enter(ctx: &ProbeContext) {
     }
     // SAFETY: the context is a valid uprobe context.
     let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-    let (_, flags) = split_cookie(cookie);
+    let (op, flags) = split_cookie(cookie);
+    if flags.contains(OpFlags::REGISTER) {
+        // __cudaRegisterFunction(handle, hostFun, deviceFun, deviceName, …): no return probe.
+        // SAFETY: `regs` is the probe's saved register set.
+        let regs = unsafe { &*ctx.regs };
+        emit_name(op, pid_tgid, regs.rsi, regs.rcx);
+        return;
+    }
     let Some(frames) = frames_of(pid_tgid) else {
         return;
     };
@@ -94,44 +96,7 @@ fn enter(ctx: &ProbeContext) {
     }
     let frame = &mut frames.frames[depth as usize];
     frame.cookie = cookie;
-    // SAFETY: `regs` is the probe's saved register set.
-    let regs = unsafe { &*ctx.regs };
-    let mut args: [u64; MAX_ARGS] = [
-        regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9, 0, 0,
-    ];
-    if flags.contains(OpFlags::STACK_ARGS) {
-        // At entry [rsp] is the return address; the 7th and 8th arguments follow it.
-        let sp = regs.rsp;
-        // SAFETY: reads of user memory through the checked helper; failure is handled.
-        match unsafe { bpf_probe_read_user((sp + 8) as *const [u64; 2]) } {
-            Ok(words) => {
-                args[6] = words[0];
-                args[7] = words[1];
-            }
-            Err(_) => count(counters::ARG_READ_FAILED),
-        }
-    }
-    if flags.contains(OpFlags::LAUNCH_CONFIG) {
-        let config_ptr = args[0];
-        // SAFETY: as above.
-        match unsafe { bpf_probe_read_user(config_ptr as *const LaunchConfig) } {
-            Ok(c) => {
-                // Same slot layout as cudaLaunchKernel: func, grid xy, grid z, block xy,
-                // block z, (config pointer), shared memory, stream.
-                args = [
-                    args[1],
-                    c.grid[0] as u64 | (c.grid[1] as u64) << 32,
-                    c.grid[2] as u64,
-                    c.block[0] as u64 | (c.block[1] as u64) << 32,
-                    c.block[2] as u64,
-                    config_ptr,
-                    c.dynamic_smem_bytes,
-                    c.stream,
-                ];
-            }
-            Err(_) => count(counters::ARG_READ_FAILED),
-        }
-    }
+    let mut args = cuda_args::read(ctx, flags);
     if flags.contains(OpFlags::FREE) {
         let key = AllocKey {
             tgid,
@@ -168,9 +133,13 @@ fn leave(ctx: &RetProbeContext) {
         return;
     }
     let frame = frames.frames[depth as usize];
+    let parent_op = match depth.checked_sub(1) {
+        Some(below) if below < MAX_DEPTH => split_cookie(frames.frames[below as usize].cookie).0,
+        _ => 0,
+    };
     let tgid = (pid_tgid >> 32) as u32;
     let (op, flags) = split_cookie(frame.cookie);
-    // cudaError_t is a 32-bit enum: only eax is meaningful.
+    // cudaError_t and CUresult are 32-bit enums: only eax is meaningful.
     let ret = ctx.ret::<u64>() as u32 as i32 as i64;
     let mut args = frame.args;
     if ret == 0 && flags.contains(OpFlags::ALLOC) {
@@ -195,6 +164,32 @@ fn leave(ctx: &RetProbeContext) {
         }
         let _ = ALLOCS.remove(&key);
     }
+    let mut out = 0;
+    let out_slot = if flags.contains(OpFlags::OUT0) {
+        Some(args[0])
+    } else if flags.contains(OpFlags::OUT1) {
+        Some(args[1])
+    } else {
+        None
+    };
+    if let (0, Some(addr)) = (ret, out_slot) {
+        // SAFETY: reads user memory through the checked helper.
+        match unsafe { bpf_probe_read_user(addr as *const u64) } {
+            Ok(handle) => out = handle,
+            Err(_) => count(counters::OUT_READ_FAILED),
+        }
+    }
+    if out != 0 {
+        // Before the call record, so the agent holds the name when the record arrives.
+        if flags.contains(OpFlags::NAME_ARG2) {
+            emit_name(op, pid_tgid, out, args[2]);
+        } else if flags.contains(OpFlags::ALIAS_ARG1) {
+            emit_alias(op, pid_tgid, out, args[1]);
+        }
+    }
+    if flags.contains(OpFlags::NO_EVENT) {
+        return;
+    }
     let Some(mut entry) = CUDA_EVENTS.reserve::<CudaRecord>(0) else {
         count(counters::ring_full(RecordKind::Cuda));
         return;
@@ -204,6 +199,10 @@ fn leave(ctx: &RetProbeContext) {
         duration_ns: now.saturating_sub(frame.ts_ns),
         ret,
         args,
+        out,
+        parent_op,
+        variant: cookie_variant(frame.cookie),
+        depth,
     });
     entry.submit(submit_flags(&CUDA_EVENTS));
 }

@@ -1,0 +1,180 @@
+//! The driver API and kernel names, against the real NVIDIA libraries without a GPU: the real
+//! `libcuda.so.1` of driver 535 (every call returns 3 before `cuInit`, without touching its
+//! made-up handles, so every argument the probes report is the one passed), and the real
+//! `libcudart.so.12` registering a fake fatbin whose kernel the launches must name.
+
+use anyhow::{Context, Result};
+use ingero_e2e::{Agent, Driver, build_fixture, cudart, kernel_tests_enabled, libcuda};
+use serde_json::{Value, json};
+
+fn calls<'a>(all: &'a [Value], op: &str, pid: u64) -> Vec<&'a Value> {
+    all.iter()
+        .filter(|e| e["type"] == "cuda" && e["op"] == op && e["pid"] == pid)
+        .collect()
+}
+
+fn only<'a>(all: &'a [Value], op: &str, pid: u64) -> &'a Value {
+    let found = calls(all, op, pid);
+    assert_eq!(found.len(), 1, "exactly one {op} of pid {pid}: {found:?}");
+    found[0]
+}
+
+fn program() -> Result<std::path::PathBuf> {
+    build_fixture("cuda_driver_api", "cuda_driver_api", &["-ldl"])
+}
+
+#[test]
+fn driver_calls_carry_exact_arguments_with_their_export() -> Result<()> {
+    if !kernel_tests_enabled() {
+        return Ok(());
+    }
+    let libcuda = libcuda()?;
+    let lib = libcuda.to_string_lossy().to_string();
+    let mut program = Driver::spawn(&program()?, &[&lib, "driver"])?;
+    let pid = program.read()?["pid"].as_u64().context("pid")?;
+    let agent = Agent::start(&["--cuda-lib", &lib, "--pid", &pid.to_string()])?;
+    let done = program.go_and_finish()?;
+    assert!(
+        done["ret"]
+            .as_array()
+            .is_some_and(|r| r.iter().all(|v| v == 3)),
+        "every driver call returns 3 before cuInit: {done}"
+    );
+    let all = agent.stop()?;
+
+    let launches = calls(&all, "cuLaunchKernel", pid);
+    assert_eq!(
+        launches.len(),
+        2,
+        "both exports of cuLaunchKernel: {launches:?}"
+    );
+    let base = launches
+        .iter()
+        .find(|l| l["args"].get("symbol").is_none())
+        .context("base")?;
+    assert_eq!(base["ret"], 3);
+    assert_eq!(base["args"]["func"], "0xdead0000");
+    assert_eq!(base["args"]["grid"], json!([16, 4, 1]));
+    assert_eq!(
+        base["args"]["block"],
+        json!([32, 8, 1]),
+        "blockDimZ from the stack"
+    );
+    assert_eq!(
+        base["args"]["shared_mem"], 1024,
+        "sharedMemBytes from the stack"
+    );
+    assert_eq!(base["args"]["stream"], "0x1234", "hStream from the stack");
+    let ptsz = launches
+        .iter()
+        .find(|l| l["args"]["symbol"] == "cuLaunchKernel_ptsz")
+        .context("the _ptsz export, named")?;
+    assert_eq!(ptsz["args"]["grid"], json!([2, 3, 4]));
+    assert_eq!(ptsz["args"]["block"], json!([5, 6, 7]));
+    assert_eq!(ptsz["args"]["shared_mem"], 2048);
+    assert_eq!(ptsz["args"]["stream"], "0x5678");
+
+    let ex = only(&all, "cuLaunchKernelEx", pid);
+    assert_eq!(ex["args"]["func"], "0xbeef0000");
+    assert_eq!(ex["args"]["grid"], json!([7, 8, 9]));
+    assert_eq!(ex["args"]["block"], json!([10, 11, 12]));
+    assert_eq!(
+        ex["args"]["shared_mem"], 4096,
+        "a u32 with the padding masked off"
+    );
+    assert_eq!(ex["args"]["stream"], "0x9abc");
+    let coop = only(&all, "cuLaunchCooperativeKernel", pid);
+    assert_eq!(coop["args"]["block"], json!([4, 5, 6]));
+    assert_eq!(coop["args"]["shared_mem"], 512);
+    assert_eq!(coop["args"]["stream"], "0x4321");
+
+    let alloc = only(&all, "cuMemAlloc", pid);
+    assert_eq!(alloc["args"]["size"], 1 << 20);
+    assert_eq!(alloc["args"]["symbol"], "cuMemAlloc_v2");
+    assert_eq!(alloc["args"]["ptr"], Value::Null, "no pointer on failure");
+    let alloc_async = only(&all, "cuMemAllocAsync", pid);
+    assert_eq!(alloc_async["args"]["size"], 4096);
+    assert_eq!(alloc_async["args"]["stream"], "0x77");
+    assert_eq!(only(&all, "cuMemAllocHost", pid)["args"]["size"], 65536);
+    assert_eq!(only(&all, "cuMemHostAlloc", pid)["args"]["size"], 32768);
+    assert_eq!(only(&all, "cuMemFree", pid)["args"]["ptr"], "0xabc000");
+    let free_async = only(&all, "cuMemFreeAsync", pid);
+    assert_eq!(free_async["args"]["ptr"], "0xabd000");
+    assert_eq!(free_async["args"]["stream"], "0x88");
+
+    let htod = only(&all, "cuMemcpyHtoD", pid);
+    assert_eq!(htod["args"]["count"], 256);
+    assert_eq!(htod["args"]["kind"], "H2D");
+    let dtoh = only(&all, "cuMemcpyDtoH", pid);
+    assert_eq!(dtoh["args"]["count"], 128);
+    assert_eq!(dtoh["args"]["kind"], "D2H");
+    assert_eq!(dtoh["args"]["symbol"], "cuMemcpyDtoH_v2_ptds");
+    let htod_async = only(&all, "cuMemcpyHtoDAsync", pid);
+    assert_eq!(htod_async["args"]["count"], 512);
+    assert_eq!(htod_async["args"]["stream"], "0x99");
+    let copy_async = only(&all, "cuMemcpyAsync", pid);
+    assert_eq!(copy_async["args"]["count"], 2000);
+    assert_eq!(copy_async["args"]["stream"], "0x55");
+    let copy_2d = only(&all, "cuMemcpy2D", pid);
+    assert_eq!(
+        copy_2d["args"]["count"], 300,
+        "width x height from the descriptor"
+    );
+    assert_eq!(
+        copy_2d["args"]["kind"], "H2D",
+        "from the descriptor's memory types"
+    );
+    assert_eq!(only(&all, "cuMemsetD32", pid)["args"]["count"], 400);
+
+    assert_eq!(
+        only(&all, "cuStreamSynchronize", pid)["args"]["stream"],
+        "0x1234"
+    );
+    assert_eq!(only(&all, "cuCtxSynchronize", pid)["ret"], 3);
+    let graph = only(&all, "cuGraphLaunch", pid);
+    assert_eq!(graph["args"]["graph_exec"], "0xfeed0000");
+    assert_eq!(graph["args"]["stream"], "0x31");
+    let begin = only(&all, "cuStreamBeginCapture", pid);
+    assert_eq!(begin["args"]["stream"], "0x1234");
+    assert_eq!(begin["args"]["symbol"], "cuStreamBeginCapture_v2");
+    assert_eq!(
+        only(&all, "cuStreamEndCapture", pid)["args"]["graph"],
+        Value::Null
+    );
+    assert_eq!(
+        only(&all, "cuGraphInstantiateWithFlags", pid)["args"]["graph"],
+        "0x5000"
+    );
+    Ok(())
+}
+
+#[test]
+fn runtime_launches_name_their_registered_kernel_once_each() -> Result<()> {
+    if !kernel_tests_enabled() {
+        return Ok(());
+    }
+    let runtime = cudart()?;
+    let lib = runtime.to_string_lossy().to_string();
+    let mut program = Driver::spawn(&program()?, &[&lib, "register"])?;
+    let pid = program.read()?["pid"].as_u64().context("pid")?;
+    let agent = Agent::start(&["--cuda-lib", &lib, "--pid", &pid.to_string()])?;
+    let done = program.go_and_finish()?;
+    let all = agent.stop()?;
+    let launches = calls(&all, "cudaLaunchKernel", pid);
+    assert_eq!(
+        launches.len(),
+        2,
+        "cudaLaunchKernel and __cudaLaunchKernel, each once: {launches:?}"
+    );
+    for l in launches {
+        assert_eq!(l["args"]["func"], done["func"]);
+        assert_eq!(
+            l["args"]["kernel"],
+            "void demo::scale<4>(float*, float, int)"
+        );
+        assert_eq!(l["args"]["kernel_mangled"], "_ZN4demo5scaleILi4EEEvPffi");
+        assert_eq!(l["args"]["kernel_source"], "registration");
+        assert_eq!(l["args"]["grid"], json!([4, 2, 1]));
+    }
+    Ok(())
+}
