@@ -14,6 +14,7 @@ pub mod cli;
 pub mod daemon;
 pub mod decode;
 pub mod discover;
+pub mod kernels;
 pub mod live;
 pub mod pipeline;
 pub mod probes;
