@@ -15,6 +15,7 @@ pub mod daemon;
 pub mod decode;
 pub mod discover;
 pub mod graphs;
+pub mod kernels;
 pub mod live;
 pub mod pipeline;
 pub mod probes;
