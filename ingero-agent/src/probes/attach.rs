@@ -87,7 +87,7 @@ pub fn library(ebpf: &mut Ebpf, links: &mut Links, library: &LibraryFile) -> Res
     ensure_loaded(ebpf, links, RETURN)?;
     let exports = exported_functions(&library.path)?;
     let mut report = LibraryAttach::default();
-    for op in CudaOp::ALL {
+    for op in CudaOp::ALL.iter().filter(|op| op.library() == library.kind) {
         for symbol in op.symbols() {
             let Some(export) = exports.iter().find(|e| e.name == *symbol) else {
                 report.missing.push(symbol);
