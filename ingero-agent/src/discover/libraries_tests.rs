@@ -117,7 +117,10 @@ fn a_process_mapping_both_libraries_yields_both_through_its_root() {
     assert!(kinds.contains(&CudaLibrary::Runtime) && kinds.contains(&CudaLibrary::Driver));
     for library in &found {
         assert_eq!(library.mapped_by, vec![7]);
-        assert!(library.path.starts_with(s.0.join("proc/7/root")), "{library:?}");
+        assert!(
+            library.path.starts_with(s.0.join("proc/7/root")),
+            "{library:?}"
+        );
     }
 }
 
@@ -142,7 +145,10 @@ fn install_places_of_the_host_and_of_containers_hold_the_driver() {
         "host/usr/local/cuda-12.4/lib64/libcudart.so.12.4.127",
         b"\x7fELF",
     );
-    s.file("host/usr/local/cuda-12.4/lib64/stubs/libcuda.so", b"\x7fELF");
+    s.file(
+        "host/usr/local/cuda-12.4/lib64/stubs/libcuda.so",
+        b"\x7fELF",
+    );
     // A container whose process has not loaded CUDA yet: the toolkit's bind mount is there.
     s.file(
         "proc/99/root/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15",
@@ -193,7 +199,10 @@ fn rescans_skip_install_places() {
 fn an_explicit_library_gets_its_kind_from_its_name_or_its_target() {
     let s = Scratch::new("libs-at");
     let driver = s.file("libcuda.so.535.261.03", b"\x7fELF");
-    assert_eq!(library_at(&driver).expect("driver").kind, CudaLibrary::Driver);
+    assert_eq!(
+        library_at(&driver).expect("driver").kind,
+        CudaLibrary::Driver
+    );
     let runtime = s.file("libcudart.so.13", b"\x7fELF");
     assert_eq!(
         library_at(&runtime).expect("runtime").kind,

@@ -171,7 +171,11 @@ mod tests {
         }
         // Look-alikes the patterns must not pick up.
         fs::write(root.join("usr/lib/x86_64-linux-gnu/libcudart.so.12"), b"").expect("write");
-        fs::write(root.join("usr/lib/x86_64-linux-gnu/libcudadebugger.so.1"), b"").expect("w");
+        fs::write(
+            root.join("usr/lib/x86_64-linux-gnu/libcudadebugger.so.1"),
+            b"",
+        )
+        .expect("w");
         let mut found = matching_below(&root, DRIVER_PATTERNS);
         found.sort();
         let mut expected: Vec<PathBuf> = places.iter().map(|p| root.join(p)).collect();
