@@ -2,8 +2,9 @@
 //! building the C driver program, and running the agent with its JSON output collected.
 //!
 //! These tests need root (they load eBPF programs). `cargo xtask test` prepares everything
-//! they need: it builds the agent, fetches libcudart from the `nvidia-cuda-runtime-cu12` wheel,
-//! and sets `INGERO_BIN` and `INGERO_CUDART`.
+//! they need: it builds the agent, fetches libcudart from the `nvidia-cuda-runtime-cu12` and
+//! `nvidia-cuda-runtime` (13) wheels and libcuda from Debian's `libcuda1` package, and sets
+//! `INGERO_BIN`, `INGERO_CUDART`, `INGERO_CUDART13` and `INGERO_LIBCUDA`.
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -61,14 +62,32 @@ pub fn cudart() -> Result<PathBuf> {
     )
 }
 
-/// The real libcuda.so.1 of driver 535 from Debian's non-free `libcuda1` (unpacked, never
-/// installed; `cargo xtask test` fetches it and sets `INGERO_LIBCUDA`).
+/// The real libcuda.so.1 of Debian's `libcuda1` package (driver 535.261.03), unpacked by
+/// `cargo xtask test` (`cargo xtask test-deps` prints it). Required: unlike the fallbacks above
+/// there is no default place, so an unset variable fails with what to do.
 pub fn libcuda() -> Result<PathBuf> {
-    env_path(
-        "INGERO_LIBCUDA",
-        root()
-            .join("target/test-deps/libcuda/usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.1"),
-    )
+    required_env_path("INGERO_LIBCUDA", "libcuda.so.1 (Debian's libcuda1 package)")
+}
+
+/// The real libcudart.so.13 from the `nvidia-cuda-runtime` wheel, when `INGERO_CUDART13` names
+/// it.
+pub fn cudart13() -> Option<PathBuf> {
+    std::env::var_os("INGERO_CUDART13")
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+}
+
+fn required_env_path(var: &str, what: &str) -> Result<PathBuf> {
+    let Some(path) = std::env::var_os(var).map(PathBuf::from) else {
+        bail!(
+            "{var} is not set: it names the {what} these tests trace. Run them through \
+             `cargo xtask test`, or `export $(cargo xtask test-deps)` first"
+        );
+    };
+    if !path.exists() {
+        bail!("{var}={} does not exist", path.display());
+    }
+    Ok(path)
 }
 
 /// Compiles the C fixture `tests/fixtures/{name}.c` into `target/test-fixtures/{output}`.

@@ -1,5 +1,5 @@
 //! Project tasks: `cargo xtask build-ebpf`, `cargo xtask test`, `cargo xtask bench`,
-//! `cargo xtask cycles`.
+//! `cargo xtask cycles`, `cargo xtask test-deps`.
 //!
 //! Each task is a module; this file only parses the command line.
 
@@ -8,6 +8,7 @@ mod cycles;
 mod ebpf;
 mod file_size;
 mod test;
+mod test_deps;
 mod util;
 
 use anyhow::Result;
@@ -28,6 +29,9 @@ enum Command {
     Test(test::TestArgs),
     /// Benchmarks (not tests): `probes`, `record`, `analyze`.
     Bench(bench::BenchArgs),
+    /// Fetch the NVIDIA libraries the kernel tests trace (libcudart 12 and 13, libcuda) under
+    /// target/test-deps/ and print them as the environment the tests read.
+    TestDeps,
     /// Import cycles between the source files of the library crates (exits 1 on any).
     Cycles(cycles::CyclesArgs),
 }
@@ -37,6 +41,7 @@ fn main() -> Result<()> {
         Command::BuildEbpf(args) => ebpf::build(&args).map(|_| ()),
         Command::Test(args) => test::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::TestDeps => test_deps::print_env(),
         Command::Cycles(args) => cycles::run(&args),
     }
 }

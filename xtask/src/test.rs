@@ -5,7 +5,8 @@
 //!    (`cargo xtask cycles`) and no source file over 800 lines,
 //! 3. the eBPF freshness check (rebuild from source, compare with the committed object),
 //! 4. unit tests,
-//! 5. kernel tests as root against the real libcudart from the PyPI wheel,
+//! 5. kernel tests as root against the real libcudart 12 and 13 from the PyPI wheels and the
+//!    real libcuda of Debian's `libcuda1` package (fetched by [`crate::test_deps`]),
 //! 6. Python tests against the real agent binary.
 
 use std::{path::PathBuf, process::Command};
@@ -15,6 +16,7 @@ use clap::Args;
 
 use crate::{
     cycles, ebpf, file_size,
+    test_deps::{fetch_cudart13, fetch_libcuda},
     util::{is_root, run as run_cmd, workspace_root},
 };
 
@@ -126,6 +128,8 @@ pub fn run(args: &TestArgs) -> Result<()> {
                 "the kernel tests load eBPF programs and need root: run `sudo cargo xtask test`, or pass --skip-kernel"
             );
         }
+        let libcuda = fetch_libcuda()?;
+        let cudart13 = fetch_cudart13()?;
         run_cmd(
             with_object(cargo())
                 .args([
@@ -137,7 +141,9 @@ pub fn run(args: &TestArgs) -> Result<()> {
                     "--test-threads=1",
                 ])
                 .env("INGERO_BIN", &bin)
-                .env("INGERO_CUDART", &cudart),
+                .env("INGERO_CUDART", &cudart)
+                .env("INGERO_CUDART13", &cudart13)
+                .env("INGERO_LIBCUDA", &libcuda),
         )?;
     }
     python_tests(&bin, &cudart)

@@ -1,6 +1,7 @@
 //! The command line: clap definitions and one module per command.
 
 mod annotate;
+mod check;
 mod explain;
 mod query;
 mod trace;
@@ -26,6 +27,9 @@ struct Cli {
 enum Command {
     /// Attach to CUDA runtime libraries and the scheduler, and show or stream what happens.
     Trace(trace::TraceArgs),
+    /// Say whether tracing will work on this host: privileges, kernel, tracefs, a test probe,
+    /// the CUDA libraries found and what they export. Exits non-zero when it cannot.
+    Check(check::CheckArgs),
     /// Send annotations to a running agent (labels as flags, or NDJSON lines) and report
     /// which were accepted.
     Annotate(annotate::AnnotateArgs),
@@ -40,6 +44,7 @@ enum Command {
 pub fn run() -> Result<ExitCode> {
     match Cli::parse().command {
         Command::Trace(args) => trace::run(args),
+        Command::Check(args) => check::run(args),
         Command::Query(args) => query::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Annotate(args) => {

@@ -1,6 +1,6 @@
-//! Which CUDA runtimes are probed: the libraries found at start (or named with `--cuda-lib`),
-//! each attached once (by device and inode), and the periodic rescan for runtimes that
-//! processes load later.
+//! Which CUDA libraries (runtimes and drivers) are probed: the libraries found at start (or
+//! named with `--cuda-lib`), each attached once (by device and inode), and the periodic rescan
+//! for libraries that processes load later.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -74,14 +74,14 @@ pub(super) fn attach_new(
     Ok(new)
 }
 
-/// The libraries to attach at start: `cuda_libs` when given, else the runtimes that `pids`
-/// (or every process) map and the install places hold.
+/// The libraries to attach at start: `cuda_libs` when given, else the runtimes and drivers
+/// that `pids` (or every process) map and the install places hold.
 pub(super) fn discover_libraries(
     pids: &Option<Vec<u32>>,
     cuda_libs: &[PathBuf],
 ) -> Result<Vec<LibraryFile>> {
     if cuda_libs.is_empty() {
-        discover::find_cuda_runtimes(&Search::new(pids.clone()))
+        discover::find_cuda_libraries(&Search::new(pids.clone()))
     } else {
         cuda_libs
             .iter()
@@ -90,7 +90,7 @@ pub(super) fn discover_libraries(
     }
 }
 
-/// Looks for runtimes that running processes loaded since the last look, and attaches them.
+/// Looks for libraries that running processes loaded since the last look, and attaches them.
 /// Failures are logged: tracing goes on with what is attached.
 pub(super) fn rescan(
     probes: &mut Probes,
@@ -102,9 +102,9 @@ pub(super) fn rescan(
         install_places: false,
         ..Search::new(pids.clone())
     };
-    if let Ok(found) = discover::find_cuda_runtimes(&search) {
+    if let Ok(found) = discover::find_cuda_libraries(&search) {
         if let Err(e) = attach_new(probes, attached, found, track_mappers) {
-            tracing::warn!("attaching a newly loaded CUDA runtime failed: {e:#}");
+            tracing::warn!("attaching a newly loaded CUDA library failed: {e:#}");
         }
     }
 }

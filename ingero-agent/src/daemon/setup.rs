@@ -63,7 +63,7 @@ impl Daemon {
         let library_count = attach_new(&mut probes, &mut attached, libraries, pids.is_none())?;
         if library_count == 0 {
             eprintln!(
-                "ingero: no libcudart found (searched running processes and install places); \
+                "ingero: no libcudart or libcuda found (searched running processes and install places); \
                  tracing scheduler and process events only. Name one with --cuda-lib PATH."
             );
         }

@@ -1,16 +1,23 @@
-//! Locating `libcudart` copies: mapped by running processes (`/proc/*/maps`) and in the usual
-//! install places (system directories, CUDA toolkits, conda, Python `site-packages` from the
-//! `nvidia-cuda-runtime` wheels, CUDA 12 and 13 layouts). Copies are deduplicated by device and inode, because uprobes
-//! attach to an inode: a library reached through several paths is attached once.
+//! Locating the CUDA libraries to probe, both the runtime (`libcudart`) and the driver
+//! (`libcuda`): those mapped by running processes (`/proc/*/maps`), those in the usual install
+//! places of the host ([`super::places`]), and the driver that the NVIDIA container toolkit
+//! bind-mounts into each container (its standard places below `/proc/<pid>/root`). Copies are
+//! deduplicated by device and inode, because uprobes attach to an inode: a library reached
+//! through several paths (symlinks, a bind mount, a container's view) is attached once.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     fs,
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
 };
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
+use ingero_ebpf::CudaLibrary;
+
+use super::kind::{kind_from_exports, kind_from_path};
+use super::places::{DRIVER_PATTERNS, host_patterns, matching_below};
+use super::symbols::exported_functions;
 
 /// One distinct library file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,8 +28,8 @@ pub struct LibraryFile {
     pub ino: u64,
     /// Processes seen mapping it.
     pub mapped_by: Vec<u32>,
-    /// Runtime (`libcudart`) or driver (`libcuda`).
-    pub kind: ingero_ebpf::CudaLibrary,
+    /// Runtime or driver: which ops of the table are attached to it.
+    pub kind: CudaLibrary,
 }
 
 /// Where a library search looks.
@@ -30,10 +37,13 @@ pub struct LibraryFile {
 pub struct Search {
     /// Only these processes' mappings (`--pid`); `None` scans every process.
     pub pids: Option<Vec<u32>>,
-    /// Also look in the common install places.
+    /// Also look in the common install places (the host's and each container's).
     pub install_places: bool,
     /// Root of the proc filesystem (tests point it elsewhere).
     pub proc_root: PathBuf,
+    /// Root the host's install places are searched below (tests point it elsewhere; then the
+    /// environment's Python prefixes are not searched either).
+    pub fs_root: PathBuf,
 }
 
 impl Search {
@@ -42,116 +52,14 @@ impl Search {
             pids,
             install_places: true,
             proc_root: PathBuf::from("/proc"),
+            fs_root: PathBuf::from("/"),
         }
     }
 }
 
-/// Whether a file name is a CUDA runtime shared library (`libcudart.so`, `libcudart.so.12`, ...).
-pub fn is_cuda_runtime_name(name: &str) -> bool {
-    name == "libcudart.so" || name.starts_with("libcudart.so.")
-}
-
-/// Glob patterns of the install places, relative to `/`.
-const INSTALL_PATTERNS: &[&str] = &[
-    "/usr/lib/libcudart.so*",
-    "/usr/lib64/libcudart.so*",
-    "/usr/lib/x86_64-linux-gnu/libcudart.so*",
-    "/usr/local/lib/libcudart.so*",
-    "/usr/local/cuda*/lib64/libcudart.so*",
-    "/usr/local/cuda*/targets/x86_64-linux/lib/libcudart.so*",
-    "/opt/cuda*/lib64/libcudart.so*",
-    "/opt/conda/lib/libcudart.so*",
-    "/opt/conda/envs/*/lib/libcudart.so*",
-    "/root/miniconda3/lib/libcudart.so*",
-    "/root/miniconda3/envs/*/lib/libcudart.so*",
-    "/home/*/miniconda3/lib/libcudart.so*",
-    "/home/*/miniconda3/envs/*/lib/libcudart.so*",
-    "/home/*/anaconda3/envs/*/lib/libcudart.so*",
-];
-
-/// Python library roots whose `python3.*/{site,dist}-packages/nvidia/*/lib` may hold a PyPI
-/// wheel's copy: `nvidia/cuda_runtime/lib` (nvidia-cuda-runtime-cu12, CUDA 12 builds of PyTorch)
-/// or `nvidia/cu13/lib` (the CUDA 13 wheels).
-const PYTHON_LIB_ROOTS: &[&str] = &[
-    "/usr/lib",
-    "/usr/local/lib",
-    "/usr/lib64",
-    "/opt/conda/lib",
-    "/opt/conda/envs/*/lib",
-    "/root/.local/lib",
-    "/home/*/.local/lib",
-    "/root/.pyenv/versions/*/lib",
-    "/home/*/.pyenv/versions/*/lib",
-    "/root/.pyenv/versions/*/envs/*/lib",
-    "/root/miniconda3/lib",
-    "/root/miniconda3/envs/*/lib",
-    "/home/*/miniconda3/lib",
-    "/home/*/miniconda3/envs/*/lib",
-    "/home/*/anaconda3/envs/*/lib",
-    "/opt/*/lib",
-    "/opt/venv*/lib",
-    "/root/venv*/lib",
-    "/root/.venv*/lib",
-    "/home/*/venv*/lib",
-    "/home/*/.venv*/lib",
-    "/workspace/*/lib",
-];
-
-fn install_place_candidates() -> Vec<PathBuf> {
-    let mut patterns: Vec<String> = INSTALL_PATTERNS.iter().map(|s| s.to_string()).collect();
-    let mut roots: Vec<String> = PYTHON_LIB_ROOTS.iter().map(|s| s.to_string()).collect();
-    // Environments named by the (possibly sudo-preserved) environment, and the prefixes of
-    // the Python interpreters on PATH.
-    let mut prefixes: Vec<String> = ["VIRTUAL_ENV", "CONDA_PREFIX"]
-        .iter()
-        .filter_map(|var| std::env::var(var).ok())
-        .collect();
-    prefixes.extend(python_prefixes_on_path());
-    for prefix in prefixes {
-        roots.push(format!("{prefix}/lib"));
-        patterns.push(format!("{prefix}/lib/libcudart.so*"));
-    }
-    for root in roots {
-        for packages in ["site-packages", "dist-packages"] {
-            patterns.push(format!(
-                "{root}/python3*/{packages}/nvidia/*/lib/libcudart.so*"
-            ));
-        }
-    }
-    patterns
-        .iter()
-        .filter_map(|p| glob::glob(p).ok())
-        .flatten()
-        .filter_map(|entry| entry.ok())
-        .collect()
-}
-
-/// `<prefix>` of every `python3` on PATH (`<prefix>/bin/python3`, symlinks resolved).
-fn python_prefixes_on_path() -> Vec<String> {
-    let Some(path) = std::env::var_os("PATH") else {
-        return Vec::new();
-    };
-    let mut out: Vec<String> = Vec::new();
-    for dir in std::env::split_paths(&path) {
-        for candidate in [dir.join("python3"), dir.join("python")] {
-            let Ok(real) = fs::canonicalize(&candidate) else {
-                continue;
-            };
-            let Some(prefix) = real.parent().and_then(Path::parent) else {
-                continue;
-            };
-            let prefix = prefix.display().to_string();
-            if !out.contains(&prefix) {
-                out.push(prefix);
-            }
-        }
-    }
-    out
-}
-
-/// Paths of CUDA runtime libraries mapped by one process, from its maps file.
-pub fn mapped_cuda_runtimes(maps: &str) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
+/// CUDA libraries mapped by one process, from its maps file: each path once, with its kind.
+pub fn mapped_cuda_libraries(maps: &str) -> Vec<(PathBuf, CudaLibrary)> {
+    let mut out: Vec<(PathBuf, CudaLibrary)> = Vec::new();
     for line in maps.lines() {
         // address perms offset dev inode pathname (the pathname may contain spaces)
         let Some(path) = line
@@ -161,13 +69,12 @@ pub fn mapped_cuda_runtimes(maps: &str) -> Vec<PathBuf> {
         else {
             continue;
         };
-        let path = path.strip_suffix(" (deleted)").unwrap_or(path);
-        let is_runtime = Path::new(path)
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(is_cuda_runtime_name);
-        if is_runtime && !out.iter().any(|p| p == Path::new(path)) {
-            out.push(PathBuf::from(path));
+        let path = Path::new(path.strip_suffix(" (deleted)").unwrap_or(path));
+        let Some(kind) = kind_from_path(path) else {
+            continue;
+        };
+        if !out.iter().any(|(p, _)| p == path) {
+            out.push((path.to_path_buf(), kind));
         }
     }
     out
@@ -182,10 +89,12 @@ fn pids_in(proc_root: &Path) -> Vec<u32> {
         .collect()
 }
 
-/// Finds the distinct CUDA runtime libraries to attach to.
-pub fn find_cuda_runtimes(search: &Search) -> Result<Vec<LibraryFile>> {
-    let mut by_inode: BTreeMap<(u64, u64), LibraryFile> = BTreeMap::new();
-    let mut add = |path: PathBuf, pid: Option<u32>| {
+/// Distinct files by (device, inode), in the order of that key.
+#[derive(Default)]
+struct Found(BTreeMap<(u64, u64), LibraryFile>);
+
+impl Found {
+    fn add(&mut self, path: PathBuf, kind: CudaLibrary, pid: Option<u32>) {
         // Through /proc/<pid>/root the file is reachable even in another mount namespace.
         let Ok(meta) = fs::metadata(&path) else {
             return;
@@ -193,124 +102,110 @@ pub fn find_cuda_runtimes(search: &Search) -> Result<Vec<LibraryFile>> {
         if !meta.is_file() {
             return;
         }
-        let entry = by_inode
+        let entry = self
+            .0
             .entry((meta.dev(), meta.ino()))
             .or_insert_with(|| LibraryFile {
                 path: path.clone(),
                 dev: meta.dev(),
                 ino: meta.ino(),
                 mapped_by: Vec::new(),
-                kind: ingero_ebpf::CudaLibrary::Runtime,
+                kind,
             });
         if let Some(pid) = pid {
             if !entry.mapped_by.contains(&pid) {
                 entry.mapped_by.push(pid);
             }
         }
-    };
+    }
+
+    /// Every match of `patterns` below `root` whose name is a CUDA library's.
+    fn add_places(&mut self, root: &Path, patterns: &[impl AsRef<str>]) {
+        for path in matching_below(root, patterns) {
+            if let Some(kind) = kind_from_path(&path) {
+                self.add(path, kind, None);
+            }
+        }
+    }
+}
+
+fn dev_ino(path: &Path) -> Option<(u64, u64)> {
+    fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Finds the distinct CUDA runtime and driver libraries to attach to.
+pub fn find_cuda_libraries(search: &Search) -> Result<Vec<LibraryFile>> {
+    let mut found = Found::default();
     let pids = search
         .pids
         .clone()
         .unwrap_or_else(|| pids_in(&search.proc_root));
+    let host_root = dev_ino(&search.fs_root);
+    // Container roots already searched, by the (device, inode) of their root directory.
+    let mut roots_seen: BTreeSet<(u64, u64)> = host_root.into_iter().collect();
     for pid in pids {
-        let maps_path = search.proc_root.join(pid.to_string()).join("maps");
-        let Ok(maps) = fs::read_to_string(&maps_path) else {
-            continue;
-        };
-        for path in mapped_cuda_runtimes(&maps) {
-            let rooted = search
-                .proc_root
-                .join(pid.to_string())
-                .join("root")
-                .join(path.strip_prefix("/").unwrap_or(&path));
-            let reachable = if rooted.exists() { rooted } else { path };
-            add(reachable, Some(pid));
+        let proc_dir = search.proc_root.join(pid.to_string());
+        let root = proc_dir.join("root");
+        if let Ok(maps) = fs::read_to_string(proc_dir.join("maps")) {
+            for (path, kind) in mapped_cuda_libraries(&maps) {
+                let rooted = root.join(path.strip_prefix("/").unwrap_or(&path));
+                let reachable = if rooted.exists() { rooted } else { path };
+                found.add(reachable, kind, Some(pid));
+            }
+        }
+        // A process whose root is not the host's runs in a container: the container toolkit
+        // mounts the host's driver there, where a process that has not loaded it yet will.
+        if search.install_places {
+            if let Some(key) = dev_ino(&root) {
+                if roots_seen.insert(key) {
+                    found.add_places(&root, DRIVER_PATTERNS);
+                }
+            }
         }
     }
     if search.install_places {
-        for path in install_place_candidates() {
-            add(path, None);
+        if search.fs_root == Path::new("/") {
+            found.add_places(&search.fs_root, &host_patterns());
+        } else {
+            // A test's fake root: only the fixed places, none from this host's environment.
+            found.add_places(&search.fs_root, &super::places::fixed_patterns());
         }
     }
-    Ok(by_inode.into_values().collect())
+    Ok(found.0.into_values().collect())
 }
 
-/// Resolves an explicit `--cuda-lib` path into a library file.
+/// Resolves an explicit `--cuda-lib` path into a library file. Its kind comes from its name
+/// (or its symlink target's), else from what it exports (`cuInit` ⇒ driver, `cudaMalloc` ⇒
+/// runtime).
 pub fn library_at(path: &Path) -> Result<LibraryFile> {
     let meta = fs::metadata(path)
         .with_context(|| format!("--cuda-lib {}: cannot read the file", path.display()))?;
+    let kind = match kind_from_path(path)
+        .or_else(|| fs::canonicalize(path).ok().and_then(|t| kind_from_path(&t)))
+    {
+        Some(kind) => kind,
+        None => {
+            let exports = exported_functions(path)
+                .with_context(|| format!("--cuda-lib {}", path.display()))?;
+            match kind_from_exports(exports.iter().map(|e| e.name.as_str())) {
+                Some(kind) => kind,
+                None => bail!(
+                    "--cuda-lib {}: neither a CUDA runtime nor a CUDA driver library \
+                     (it exports neither cudaMalloc nor cuInit)",
+                    path.display()
+                ),
+            }
+        }
+    };
     Ok(LibraryFile {
         path: path.to_path_buf(),
         dev: meta.dev(),
         ino: meta.ino(),
         mapped_by: Vec::new(),
-        kind: if path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("libcuda.so"))
-        {
-            ingero_ebpf::CudaLibrary::Driver
-        } else {
-            ingero_ebpf::CudaLibrary::Runtime
-        },
+        kind,
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn recognises_runtime_names() {
-        assert!(is_cuda_runtime_name("libcudart.so.12"));
-        assert!(is_cuda_runtime_name("libcudart.so"));
-        assert!(is_cuda_runtime_name("libcudart.so.12.9.79"));
-        assert!(!is_cuda_runtime_name("libcudart_static.a"));
-        assert!(!is_cuda_runtime_name("libcuda.so.1"));
-    }
-
-    #[test]
-    fn parses_maps_lines_with_spaces_and_deleted_files() {
-        let maps = "\
-7f00-7f01 r-xp 00000000 08:01 123 /opt/my env/lib/libcudart.so.12
-7f01-7f02 r--p 00001000 08:01 123 /opt/my env/lib/libcudart.so.12
-7f03-7f04 r-xp 00000000 08:01 124 /usr/lib/libcudart.so.11.0 (deleted)
-7f05-7f06 rw-p 00000000 00:00 0 
-7f07-7f08 r-xp 00000000 08:01 125 /usr/lib/libc.so.6
-";
-        assert_eq!(
-            mapped_cuda_runtimes(maps),
-            vec![
-                PathBuf::from("/opt/my env/lib/libcudart.so.12"),
-                PathBuf::from("/usr/lib/libcudart.so.11.0"),
-            ]
-        );
-    }
-
-    #[test]
-    fn dedupes_by_inode_across_symlinks() {
-        let dir = std::env::temp_dir().join(format!("ingero-libs-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        let proc_root = dir.join("proc");
-        fs::create_dir_all(proc_root.join("42")).expect("mkdir");
-        let lib = dir.join("libcudart.so.12.9.79");
-        fs::write(&lib, b"\x7fELF").expect("write lib");
-        let link = dir.join("libcudart.so.12");
-        std::os::unix::fs::symlink(&lib, &link).expect("symlink");
-        let maps = format!(
-            "1-2 r-xp 0 08:01 1 {}\n3-4 r-xp 0 08:01 1 {}\n",
-            lib.display(),
-            link.display()
-        );
-        fs::write(proc_root.join("42/maps"), maps).expect("write maps");
-        let search = Search {
-            pids: None,
-            install_places: false,
-            proc_root,
-        };
-        let found = find_cuda_runtimes(&search).expect("search");
-        assert_eq!(found.len(), 1, "{found:?}");
-        assert_eq!(found[0].mapped_by, vec![42]);
-        let _ = fs::remove_dir_all(&dir);
-    }
-}
+#[path = "libraries_tests.rs"]
+mod tests;

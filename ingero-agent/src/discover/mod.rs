@@ -1,8 +1,10 @@
-//! Finding what to trace: CUDA runtime libraries on disk and in running processes, and the
-//! symbols each one exports.
+//! Finding what to trace: the CUDA runtime (`libcudart`) and driver (`libcuda`) libraries on
+//! disk and in running processes, which of the two each file is, and the symbols it exports.
 
+pub mod kind;
 pub mod libraries;
+pub mod places;
 pub mod symbols;
 
-pub use libraries::{LibraryFile, find_cuda_runtimes};
+pub use libraries::{LibraryFile, find_cuda_libraries};
 pub use symbols::exported_functions;

@@ -6,6 +6,7 @@
 
 mod attach;
 mod counters;
+mod selftest;
 mod tracefs;
 
 use anyhow::{Context, Result, bail};

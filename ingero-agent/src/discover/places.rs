@@ -1,0 +1,198 @@
+//! The install places where CUDA libraries live when no running process maps them yet: system
+//! directories, CUDA toolkits, conda, Python `site-packages` from the `nvidia-cuda-runtime`
+//! wheels (libcudart), and the driver's directories of each distribution, WSL and the CUDA
+//! forward-compatibility package (libcuda).
+//!
+//! Every pattern is absolute and is searched below a root: `/` for the host, `/proc/<pid>/root`
+//! for a container, where the NVIDIA container toolkit bind-mounts the host's driver at the
+//! same standard paths.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
+
+/// Glob patterns of the runtime's install places.
+const RUNTIME_PATTERNS: &[&str] = &[
+    "/usr/lib/libcudart.so*",
+    "/usr/lib64/libcudart.so*",
+    "/usr/lib/x86_64-linux-gnu/libcudart.so*",
+    "/usr/local/lib/libcudart.so*",
+    "/usr/local/cuda*/lib64/libcudart.so*",
+    "/usr/local/cuda*/targets/x86_64-linux/lib/libcudart.so*",
+    "/opt/cuda*/lib64/libcudart.so*",
+    "/opt/conda/lib/libcudart.so*",
+    "/opt/conda/envs/*/lib/libcudart.so*",
+    "/root/miniconda3/lib/libcudart.so*",
+    "/root/miniconda3/envs/*/lib/libcudart.so*",
+    "/home/*/miniconda3/lib/libcudart.so*",
+    "/home/*/miniconda3/envs/*/lib/libcudart.so*",
+    "/home/*/anaconda3/envs/*/lib/libcudart.so*",
+];
+
+/// Glob patterns of the driver's install places. The toolkit's `lib64/stubs/libcuda.so` is
+/// left out on purpose: it is a link-time stub that no process runs.
+pub const DRIVER_PATTERNS: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu/libcuda.so*",
+    "/usr/lib64/libcuda.so*",
+    "/usr/lib/libcuda.so*",
+    // Debian and Ubuntu's nvidia-alternative layout.
+    "/usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so*",
+    // The cuda-compat package: a newer driver library for an older kernel module.
+    "/usr/local/cuda*/compat/libcuda.so*",
+    // WSL 2: the Windows driver's Linux side.
+    "/usr/lib/wsl/lib/libcuda.so*",
+];
+
+/// Python library roots whose `python3.*/{site,dist}-packages/nvidia/*/lib` may hold a PyPI
+/// wheel's copy: `nvidia/cuda_runtime/lib` (nvidia-cuda-runtime-cu12, CUDA 12 builds of PyTorch)
+/// or `nvidia/cu13/lib` (the CUDA 13 wheels).
+const PYTHON_LIB_ROOTS: &[&str] = &[
+    "/usr/lib",
+    "/usr/local/lib",
+    "/usr/lib64",
+    "/opt/conda/lib",
+    "/opt/conda/envs/*/lib",
+    "/root/.local/lib",
+    "/home/*/.local/lib",
+    "/root/.pyenv/versions/*/lib",
+    "/home/*/.pyenv/versions/*/lib",
+    "/root/.pyenv/versions/*/envs/*/lib",
+    "/root/miniconda3/lib",
+    "/root/miniconda3/envs/*/lib",
+    "/home/*/miniconda3/lib",
+    "/home/*/miniconda3/envs/*/lib",
+    "/home/*/anaconda3/envs/*/lib",
+    "/opt/*/lib",
+    "/opt/venv*/lib",
+    "/root/venv*/lib",
+    "/root/.venv*/lib",
+    "/home/*/venv*/lib",
+    "/home/*/.venv*/lib",
+    "/workspace/*/lib",
+];
+
+/// The fixed places of both libraries, Python environments in their usual places included.
+pub fn fixed_patterns() -> Vec<String> {
+    let mut patterns: Vec<String> = RUNTIME_PATTERNS
+        .iter()
+        .chain(DRIVER_PATTERNS)
+        .map(|s| s.to_string())
+        .collect();
+    patterns.extend(wheel_patterns(PYTHON_LIB_ROOTS));
+    patterns
+}
+
+/// Every pattern to search below the host's root: [`fixed_patterns`], plus the environments
+/// the (possibly sudo-preserved) environment names and the prefixes of the Python interpreters
+/// on PATH.
+pub fn host_patterns() -> Vec<String> {
+    let mut patterns = fixed_patterns();
+    let mut prefixes: Vec<String> = ["VIRTUAL_ENV", "CONDA_PREFIX"]
+        .iter()
+        .filter_map(|var| std::env::var(var).ok())
+        .collect();
+    prefixes.extend(python_prefixes_on_path());
+    for prefix in &prefixes {
+        patterns.push(format!("{prefix}/lib/libcudart.so*"));
+    }
+    patterns.extend(wheel_patterns(prefixes.iter().map(|p| format!("{p}/lib"))));
+    patterns
+}
+
+/// Where the `nvidia-cuda-runtime` wheels put libcudart below each Python library root.
+fn wheel_patterns<S: AsRef<str>>(roots: impl IntoIterator<Item = S>) -> Vec<String> {
+    let mut out = Vec::new();
+    for root in roots {
+        let root = root.as_ref();
+        for packages in ["site-packages", "dist-packages"] {
+            out.push(format!(
+                "{root}/python3*/{packages}/nvidia/*/lib/libcudart.so*"
+            ));
+        }
+    }
+    out
+}
+
+/// The files matching `patterns` below `root` (`/` searches the patterns as they are).
+pub fn matching_below(root: &Path, patterns: &[impl AsRef<str>]) -> Vec<PathBuf> {
+    let root = root.to_string_lossy();
+    let prefix = glob::Pattern::escape(root.trim_end_matches('/'));
+    patterns
+        .iter()
+        .filter_map(|p| glob::glob(&format!("{prefix}{}", p.as_ref())).ok())
+        .flatten()
+        .filter_map(|entry| entry.ok())
+        .collect()
+}
+
+/// `<prefix>` of every `python3` on PATH (`<prefix>/bin/python3`, symlinks resolved).
+fn python_prefixes_on_path() -> Vec<String> {
+    let Some(path) = std::env::var_os("PATH") else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = Vec::new();
+    for dir in std::env::split_paths(&path) {
+        for candidate in [dir.join("python3"), dir.join("python")] {
+            let Ok(real) = fs::canonicalize(&candidate) else {
+                continue;
+            };
+            let Some(prefix) = real.parent().and_then(Path::parent) else {
+                continue;
+            };
+            let prefix = prefix.display().to_string();
+            if !out.contains(&prefix) {
+                out.push(prefix);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_patterns_find_every_standard_place_below_a_root() {
+        let root = std::env::temp_dir().join(format!("ingero-places-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let places = [
+            "usr/lib/x86_64-linux-gnu/libcuda.so.1",
+            "usr/lib64/libcuda.so.550.54.15",
+            "usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.535.261.03",
+            "usr/local/cuda-12.4/compat/libcuda.so.550.54.15",
+            "usr/lib/wsl/lib/libcuda.so",
+        ];
+        for place in places {
+            let path = root.join(place);
+            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            fs::write(&path, b"\x7fELF").expect("write");
+        }
+        // Look-alikes the patterns must not pick up.
+        fs::write(root.join("usr/lib/x86_64-linux-gnu/libcudart.so.12"), b"").expect("write");
+        fs::write(
+            root.join("usr/lib/x86_64-linux-gnu/libcudadebugger.so.1"),
+            b"",
+        )
+        .expect("w");
+        let mut found = matching_below(&root, DRIVER_PATTERNS);
+        found.sort();
+        let mut expected: Vec<PathBuf> = places.iter().map(|p| root.join(p)).collect();
+        expected.sort();
+        assert_eq!(found, expected);
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn host_patterns_cover_both_libraries() {
+        let patterns = host_patterns();
+        assert!(patterns.iter().any(|p| p.ends_with("/libcudart.so*")));
+        assert!(patterns.iter().any(|p| p.ends_with("/libcuda.so*")));
+        assert!(
+            patterns
+                .iter()
+                .any(|p| p.contains("site-packages/nvidia/*/lib/libcudart.so*"))
+        );
+    }
+}
