@@ -41,6 +41,10 @@ fn records() -> Vec<Vec<u8>> {
                     duration_ns: 3000 + i % 500,
                     ret: 0,
                     args,
+                    out: 0,
+                    parent_op: 0,
+                    variant: 0,
+                    depth: 0,
                 };
                 decode::record_bytes(&r).to_vec()
             };

@@ -121,10 +121,9 @@ impl Pipeline {
         };
         if let Some(handle) = handle {
             let pid = c.task.pid;
-            c.detail.kernel = self.kernels.lookup(pid, handle).or_else(|| {
-                self.drain_names();
-                self.kernels.resolve(pid, handle)
-            });
+            // Cheap when the ring is empty; a name is submitted before its first launch.
+            self.drain_names();
+            c.detail.kernel = self.kernels.resolve(pid, handle);
         }
         self.graphs.follow(c);
     }

@@ -162,7 +162,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
             let op = CudaOp::from_u16(r.header.op).ok_or(DecodeError::UnknownOp(r.header.op))?;
             let ret = r.ret as i32;
             let legacy = op.is_legacy(r.variant);
-            let symbol = op.symbol(r.variant).filter(|s| *s != op.name());
+            let symbol = op.symbol(r.variant).filter(|s| *s != op.name() || legacy);
             Ok(Event::Cuda(CudaCall {
                 detail: CallDetail {
                     symbol,

@@ -33,6 +33,10 @@ fn cuda(op: CudaOp, ret: i64, args: [u64; 8]) -> CudaRecord {
         duration_ns: 500,
         ret,
         args,
+        out: 0,
+        parent_op: 0,
+        variant: 0,
+        depth: 0,
     }
 }
 
@@ -231,4 +235,71 @@ fn bad_records_are_errors_not_panics() {
         decode(record_bytes(&bad_op)),
         Err(DecodeError::UnknownOp(999))
     );
+}
+
+#[test]
+fn a_nested_driver_call_names_its_parent_and_export() {
+    let mut rec = cuda(CudaOp::CuMemAlloc, 0, [0x7ff0, 4096, 0, 0, 0, 0, 0xd000, 0]);
+    rec.parent_op = CudaOp::Malloc as u16;
+    rec.variant = 0;
+    rec.depth = 1;
+    let Ok(Event::Cuda(c)) = decode(record_bytes(&rec)) else {
+        panic!("a CUDA call");
+    };
+    assert_eq!(c.detail.parent, Some(CudaOp::Malloc));
+    assert_eq!(c.detail.symbol, Some("cuMemAlloc_v2"));
+    assert_eq!(
+        c.args,
+        CudaArgs::Alloc {
+            size: 4096,
+            ptr: Some(0xd000),
+            stream: None
+        }
+    );
+    // The legacy export (32-bit ABI) reports no pointer and masks the size.
+    rec.variant = 1;
+    rec.parent_op = 0;
+    rec.args[1] = 0xdead_0000_0000_1000;
+    let Ok(Event::Cuda(c)) = decode(record_bytes(&rec)) else {
+        panic!("a CUDA call");
+    };
+    assert_eq!(c.detail.symbol, Some("cuMemAlloc"));
+    assert_eq!(c.detail.parent, None);
+    assert_eq!(
+        c.args,
+        CudaArgs::Alloc {
+            size: 0x1000,
+            ptr: None,
+            stream: None
+        }
+    );
+}
+
+#[test]
+fn a_name_record_decodes_to_its_text_or_alias() {
+    use ingero_ebpf::{NAME_LEN, NameRecord, name_flags};
+    let mut name = [0u8; NAME_LEN];
+    name[..6].copy_from_slice(b"_Z1fv\0");
+    let mut rec = NameRecord {
+        header: header(RecordKind::KernelName, CudaOp::RegisterFunction as u16),
+        handle: 0x4000,
+        other: 0x7000,
+        len: 5,
+        flags: 0,
+        name,
+    };
+    let fact = decode_name(record_bytes(&rec)).expect("decodes");
+    assert_eq!(fact.handle, 0x4000);
+    assert_eq!(
+        fact.what,
+        NameWhat::Text {
+            bytes: b"_Z1fv".to_vec(),
+            addr: 0x7000,
+            truncated: false
+        }
+    );
+    rec.flags = name_flags::ALIAS;
+    let fact = decode_name(record_bytes(&rec)).expect("decodes");
+    assert_eq!(fact.what, NameWhat::Alias(0x7000));
+    assert!(decode_name(&record_bytes(&rec)[..40]).is_err());
 }

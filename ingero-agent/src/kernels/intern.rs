@@ -62,7 +62,7 @@ impl NameInterner {
         }
         // A name whose bytes are not UTF-8 is stored lossily; the hash of the raw bytes then
         // finds no match next time, which only costs a duplicate, never a wrong name.
-        let name = Arc::new(KernelName::new(mangled, source, truncated));
+        let name = Arc::new(super::name::new_name(mangled, source, truncated));
         if self.len >= self.capacity {
             self.drop_unshared();
         }

@@ -1,73 +1,25 @@
 //! What a kernel handle names: the mangled name, its rendering, and where it came from.
 
 use super::demangle::demangle;
-
-/// Where a kernel name came from. The first three are the device name itself; the ELF
-/// sources are the *host-side* symbol at the launched address, which for internal-linkage
-/// and lambda kernels differs from the device name (`_ZN4demoL5scaleILi4EEEvPffi` for device
-/// `_ZN4demo5scaleILi4EEEvPffi`), so the source travels with the name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum NameSource {
-    /// `__cudaRegisterFunction(…, hostFun, deviceFun, deviceName, …)` at library load.
-    Registration,
-    /// `cuModuleGetFunction(&f, module, name)`.
-    DriverModule,
-    /// `cuLibraryGetKernel(&k, library, name)`.
-    DriverLibrary,
-    /// The launched address symbolized through the library's `.symtab`.
-    ElfSymtab,
-    /// The launched address symbolized through `.dynsym` (the file has no `.symtab`).
-    ElfDynsym,
-}
-
-impl NameSource {
-    /// The source as recordings and statistics spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NameSource::Registration => "registration",
-            NameSource::DriverModule => "cuModuleGetFunction",
-            NameSource::DriverLibrary => "cuLibraryGetKernel",
-            NameSource::ElfSymtab => "symtab",
-            NameSource::ElfDynsym => "dynsym",
-        }
-    }
-}
+pub use ingero_trace::model::{KernelName, NameSource};
 
 /// The mark appended to the shown name of a kernel whose name could not be read in full.
 pub const TRUNCATION_MARK: &str = "…";
 
-/// A kernel's name, shared as `Arc<KernelName>` by every handle (and process) naming it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelName {
-    /// The name as the program gave it (mangled C++, or a plain name such as Triton's); when
-    /// `truncated`, only its first bytes.
-    pub mangled: Box<str>,
-    /// What to show: the c++filt rendering, or the raw name when it does not demangle; a
-    /// truncated name is shown raw with [`TRUNCATION_MARK`] appended, never demangled, since
-    /// a cut name can parse as a different, shorter signature.
-    pub demangled: Box<str>,
-    /// Where the name came from.
-    pub source: NameSource,
-    /// Whether `mangled` is only the beginning of the real name.
-    pub truncated: bool,
-}
-
-impl KernelName {
-    /// Builds the name from the bytes a probe or symbol table gave (invalid UTF-8 is replaced,
-    /// which a mangled name never contains), demangling it when complete.
-    pub fn new(mangled: &[u8], source: NameSource, truncated: bool) -> Self {
-        let mangled = String::from_utf8_lossy(mangled);
-        let demangled = if truncated {
-            format!("{mangled}{TRUNCATION_MARK}")
-        } else {
-            demangle(&mangled).unwrap_or_else(|| mangled.to_string())
-        };
-        Self {
-            mangled: mangled.into(),
-            demangled: demangled.into(),
-            source,
-            truncated,
-        }
+/// Builds the name from the bytes a probe or symbol table gave (invalid UTF-8 is replaced,
+/// which a mangled name never contains), demangling it when complete.
+pub fn new_name(mangled: &[u8], source: NameSource, truncated: bool) -> KernelName {
+    let mangled = String::from_utf8_lossy(mangled);
+    let demangled = if truncated {
+        format!("{mangled}{TRUNCATION_MARK}")
+    } else {
+        demangle(&mangled).unwrap_or_else(|| mangled.to_string())
+    };
+    KernelName {
+        mangled: mangled.into(),
+        demangled: demangled.into(),
+        source,
+        truncated,
     }
 }
 
@@ -101,14 +53,14 @@ mod tests {
 
     #[test]
     fn complete_names_are_demangled_and_plain_ones_kept() {
-        let name = KernelName::new(
+        let name = new_name(
             b"_ZN4demo5scaleILi4EEEvPffi",
             NameSource::Registration,
             false,
         );
         assert_eq!(&*name.demangled, "void demo::scale<4>(float*, float, int)");
         assert_eq!(&*name.mangled, "_ZN4demo5scaleILi4EEEvPffi");
-        let triton = KernelName::new(b"triton_poi_fused_add_0", NameSource::DriverModule, false);
+        let triton = new_name(b"triton_poi_fused_add_0", NameSource::DriverModule, false);
         assert_eq!(&*triton.demangled, "triton_poi_fused_add_0");
     }
 
@@ -119,7 +71,7 @@ mod tests {
             full.push_str("NS0_10AbsFunctorIfEE");
         }
         let cut = &full.as_bytes()[..256];
-        let name = KernelName::new(cut, NameSource::Registration, true);
+        let name = new_name(cut, NameSource::Registration, true);
         assert!(name.truncated);
         assert_eq!(name.mangled.len(), 256);
         assert!(name.demangled.ends_with(TRUNCATION_MARK));
@@ -130,18 +82,18 @@ mod tests {
     fn a_cut_name_that_would_parse_is_still_not_demangled() {
         // `_ZN4demo5scaleILi4EEEvPf` parses (as a one-parameter function): showing that would
         // be a wrong signature, so a truncated name is never demangled.
-        let name = KernelName::new(b"_ZN4demo5scaleILi4EEEvPf", NameSource::Registration, true);
+        let name = new_name(b"_ZN4demo5scaleILi4EEEvPf", NameSource::Registration, true);
         assert_eq!(&*name.demangled, "_ZN4demo5scaleILi4EEEvPf…");
     }
 
     #[test]
     fn lambda_forms_keep_the_raw_name_when_they_do_not_demangle() {
         let raw = "_ZZN2at6native18launch_vectorized_kernelIZZZNS0_23direct_copy_kernel_cudaERNS_18TensorIteratorBaseEENKUlvE_clEvENKUlvE0_clEvEUlfE_St5arrayIPcLm2EEEEviiT_T0_ENKUlvE_clEv";
-        let name = KernelName::new(raw.as_bytes(), NameSource::Registration, false);
+        let name = new_name(raw.as_bytes(), NameSource::Registration, false);
         // Either rendered or raw; never empty, never marked.
         assert!(!name.demangled.is_empty());
         assert!(!name.demangled.ends_with(TRUNCATION_MARK));
-        let cut = KernelName::new(&raw.as_bytes()[..60], NameSource::Registration, false);
+        let cut = new_name(&raw.as_bytes()[..60], NameSource::Registration, false);
         assert_eq!(
             &*cut.demangled,
             &raw[..60],

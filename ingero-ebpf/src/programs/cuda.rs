@@ -46,8 +46,11 @@ fn frames_of(pid_tgid: u64) -> Option<*mut ThreadFrames> {
     }
     let template = FRAMES_TEMPLATE.get_ptr_mut(0)?;
     // SAFETY: the per-CPU template is only touched by this program on this CPU; its frames are
-    // never read before being written, so only `depth` needs resetting.
-    unsafe { (*template).depth = 0 };
+    // never read before being written, so only `depth` and `current` need resetting.
+    unsafe {
+        (*template).depth = 0;
+        (*template).current = 0;
+    }
     if THREAD_FRAMES
         // SAFETY: `template` points at a live map value of the right type.
         .insert(&pid_tgid, unsafe { &*template }, 0)
@@ -94,8 +97,11 @@ fn enter(ctx: &ProbeContext) {
         count(counters::NESTING_OVERFLOW);
         return;
     }
+    let parent_cookie = if depth == 0 { 0 } else { frames.current };
+    frames.current = cookie;
     let frame = &mut frames.frames[depth as usize];
     frame.cookie = cookie;
+    frame.parent_cookie = parent_cookie;
     let mut args = cuda_args::read(ctx, flags);
     if flags.contains(OpFlags::FREE) {
         let key = AllocKey {
@@ -133,10 +139,8 @@ fn leave(ctx: &RetProbeContext) {
         return;
     }
     let frame = frames.frames[depth as usize];
-    let parent_op = match depth.checked_sub(1) {
-        Some(below) if below < MAX_DEPTH => split_cookie(frames.frames[below as usize].cookie).0,
-        _ => 0,
-    };
+    frames.current = frame.parent_cookie;
+    let parent_op = split_cookie(frame.parent_cookie).0;
     let tgid = (pid_tgid >> 32) as u32;
     let (op, flags) = split_cookie(frame.cookie);
     // cudaError_t and CUresult are 32-bit enums: only eax is meaningful.

@@ -43,6 +43,9 @@ pub const MAX_DEPTH: u32 = 4;
 pub struct Frame {
     pub ts_ns: u64,
     pub cookie: u64,
+    /// The cookie of the call this one is nested in (0: outermost), restored as the thread's
+    /// current call at return.
+    pub parent_cookie: u64,
     pub args: [u64; MAX_ARGS],
 }
 
@@ -52,6 +55,9 @@ pub struct Frame {
 pub struct ThreadFrames {
     pub depth: u32,
     pub _pad: u32,
+    /// The cookie of the innermost call in flight (0: none). Kept apart from `frames` so the
+    /// parent is read without indexing `depth - 1`, which the verifier cannot bound.
+    pub current: u64,
     pub frames: [Frame; MAX_DEPTH as usize],
 }
 

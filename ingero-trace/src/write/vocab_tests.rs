@@ -25,22 +25,99 @@ fn full_args(op: CudaOp) -> CudaArgs {
     use CudaOp::*;
     let stream = Some(0x5600_0000_0010);
     match op {
-        Malloc | MallocManaged | MallocAsync => CudaArgs::Alloc {
+        Malloc
+        | MallocManaged
+        | MallocAsync
+        | CuMemAlloc
+        | CuMemAllocAsync
+        | CuMemAllocFromPoolAsync
+        | CuMemAllocManaged
+        | CuMemAllocPitch => CudaArgs::Alloc {
             size: 4096,
             ptr: Some(0x7f00_0000_1000),
             stream: (op == MallocAsync).then_some(0x5600_0000_0010),
         },
-        Free | FreeAsync => CudaArgs::Free {
+        Free | FreeAsync | CuMemFree | CuMemFreeAsync => CudaArgs::Free {
             ptr: 0x7f00_0000_1000,
             size: Some(4096),
             stream: (op == FreeAsync).then_some(0x5600_0000_0010),
         },
-        MallocHost | HostAlloc => CudaArgs::HostAlloc { size: 1 << 20 },
-        FreeHost => CudaArgs::HostFree { ptr: 0x7f00_2000 },
-        LaunchKernel | LaunchCooperativeKernel | LaunchKernelExC => synth::launch_args(64, 0x56),
-        GraphLaunch => CudaArgs::GraphLaunch {
+        MallocHost | HostAlloc | CuMemAllocHost | CuMemHostAlloc => {
+            CudaArgs::HostAlloc { size: 1 << 20 }
+        }
+        FreeHost | CuMemFreeHost => CudaArgs::HostFree { ptr: 0x7f00_2000 },
+        LaunchKernel
+        | LaunchCooperativeKernel
+        | LaunchKernelExC
+        | CuLaunchKernel
+        | CuLaunchKernelEx
+        | CuLaunchCooperativeKernel => synth::launch_args(64, 0x56),
+        GraphLaunch | CuGraphLaunch => CudaArgs::GraphLaunch {
             graph_exec: 0x7f00_3000,
             stream: 0x56,
+            captured: Some(crate::model::Captured {
+                kernel_nodes: 12,
+                stream: 0x57,
+            }),
+        },
+        StreamBeginCapture | StreamBeginCaptureToGraph | CuStreamBeginCapture => {
+            CudaArgs::CaptureBegin {
+                stream: 0x57,
+                mode: Some(1),
+            }
+        }
+        StreamEndCapture | CuStreamEndCapture => CudaArgs::CaptureEnd {
+            stream: 0x57,
+            graph: Some(0x7f00_5000),
+            kernel_nodes: Some(12),
+        },
+        GraphInstantiate
+        | GraphInstantiateWithFlags
+        | GraphInstantiateWithParams
+        | CuGraphInstantiate
+        | CuGraphInstantiateWithFlags
+        | CuGraphInstantiateWithParams => CudaArgs::GraphInstantiate {
+            graph: 0x7f00_5000,
+            graph_exec: Some(0x7f00_3000),
+        },
+        CuModuleLoad
+        | CuModuleLoadData
+        | CuModuleLoadDataEx
+        | CuModuleLoadFatBinary
+        | CuLibraryLoadData
+        | CuLibraryLoadFromFile => CudaArgs::ModuleLoad {
+            module: Some(0x7f00_6000),
+        },
+        CuModuleGetFunction | CuLibraryGetKernel | CuKernelGetFunction => CudaArgs::GetFunction {
+            owner: 0x7f00_6000,
+            function: Some(0x7f00_7000),
+        },
+        CuMemcpy | CuMemcpyAsync | CuMemcpyHtoD | CuMemcpyDtoH | CuMemcpyDtoD
+        | CuMemcpyHtoDAsync | CuMemcpyDtoHAsync | CuMemcpyDtoDAsync | CuMemcpyPeer
+        | CuMemcpyPeerAsync | CuMemcpy2D | CuMemcpy2DAsync | CuMemcpy2DUnaligned | CuMemcpy3D
+        | CuMemcpy3DAsync | CuMemcpy3DPeer | CuMemcpy3DPeerAsync | CuMemcpyAtoA | CuMemcpyAtoD
+        | CuMemcpyAtoH | CuMemcpyAtoHAsync | CuMemcpyDtoA | CuMemcpyHtoA | CuMemcpyHtoAAsync => {
+            CudaArgs::Memcpy {
+                count: 300,
+                kind: MemcpyKind::HostToDevice,
+                stream,
+                width_height: Some((100, 3)),
+            }
+        }
+        CuMemsetD8 | CuMemsetD16 | CuMemsetD32 | CuMemsetD8Async | CuMemsetD16Async
+        | CuMemsetD32Async | CuMemsetD2D8 | CuMemsetD2D16 | CuMemsetD2D32 | CuMemsetD2D8Async
+        | CuMemsetD2D16Async | CuMemsetD2D32Async => CudaArgs::Memset { count: 400, stream },
+        CuStreamSynchronize => CudaArgs::Sync {
+            stream,
+            event: None,
+        },
+        CuEventSynchronize => CudaArgs::Sync {
+            stream: None,
+            event: Some(0x7f00_4000),
+        },
+        CuCtxSynchronize | RegisterFunction | GetKernel => CudaArgs::Sync {
+            stream: None,
+            event: None,
         },
         Memcpy | MemcpyAsync => CudaArgs::Memcpy {
             count: 1 << 16,
@@ -108,6 +185,24 @@ fn everything() -> Vec<TimelineRecord> {
     ));
     for op in CudaOp::ALL {
         out.push(synth::cuda(t, next(), 1_000, *op, 0, full_args(*op)));
+    }
+    // A driver launch inside a runtime one, from its `_ptsz` export, named by its kernel
+    // (the slice takes the kernel's name; the op goes into an argument).
+    let op = CudaOp::CuLaunchKernel;
+    if let TimelineRecord::Event(Event::Cuda(mut c)) =
+        synth::cuda(t, next(), 1_000, op, 0, full_args(op))
+    {
+        c.detail = crate::model::CallDetail {
+            symbol: Some("cuLaunchKernel_ptsz"),
+            parent: Some(CudaOp::LaunchKernel),
+            kernel: Some(std::sync::Arc::new(crate::model::KernelName {
+                mangled: "_ZN4demo5scaleILi4EEEvPffi".into(),
+                demangled: "void demo::scale<4>(float*, float, int)".into(),
+                source: crate::model::NameSource::Registration,
+                truncated: false,
+            })),
+        };
+        out.push(TimelineRecord::Event(Event::Cuda(c)));
     }
     // A failed call (error category, `ret` and its name) and one whose error has no name.
     out.push(synth::cuda(

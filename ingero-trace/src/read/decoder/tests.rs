@@ -179,6 +179,7 @@ fn slot_reuse_rewrites_every_field() {
         op: c.op,
         ret: c.ret,
         args: c.args.clone(),
+        detail: c.detail.clone(),
         clamped: c.clamped_from_ns,
     };
     let at = Placement {
