@@ -104,6 +104,7 @@ impl Pipeline {
                     .kernels
                     .name_from_record(fact.pid, source, &bytes, addr, truncated);
                 self.kernels.insert(fact.pid, fact.handle, name);
+                self.stats.names_learned += 1;
             }
             NameWhat::Alias(target) => self.kernels.alias(fact.pid, fact.handle, target),
             NameWhat::Unreadable => self.stats.unreadable_names += 1,

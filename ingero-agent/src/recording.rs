@@ -80,12 +80,16 @@ impl Recording {
     /// second.
     pub fn tick(&mut self, drops_total: u64) {
         self.release();
-        let now = monotonic_now_ns();
+        // Stamped where the merger's releases have reached, not now: a record still in its
+        // window is older than now, and a sample at now would put it behind the main
+        // sequence's clock (written late, and outside a short recording's extent).
+        let window = u64::try_from(self.merger.config().window.as_nanos()).unwrap_or(u64::MAX);
+        let released_up_to = monotonic_now_ns().saturating_sub(window);
         let Some(recorder) = self.recorder.as_mut() else {
             return;
         };
         let result = recorder
-            .record_drops(now, drops_total)
+            .record_drops(released_up_to, drops_total)
             .and_then(|_| recorder.flush());
         if let Err(e) = result {
             self.fail(e);

@@ -67,9 +67,9 @@ class Agent:
         threading.Thread(target=read, daemon=True).start()
         assert ready.wait(120) and self.proc.poll() is None, "agent did not start:\n" + "".join(self.stderr)
 
-    def stop(self, sig=signal.SIGINT) -> int:
+    def stop(self, sig=signal.SIGINT, timeout=30) -> int:
         self.proc.send_signal(sig)
-        return self.proc.wait(timeout=30)
+        return self.proc.wait(timeout=timeout)
 
 
 def _run_driver_with_annotations(sock: str) -> int:
@@ -175,7 +175,10 @@ def test_sigkilled_agent_leaves_a_readable_file():
     agent = Agent("--record", "-o", str(out), "--annotate", "--annotate-socket", sock, "--cuda-lib", CUDART)
     _run_driver_with_annotations(sock)
     time.sleep(1.5)  # at least one flush
-    agent.stop(signal.SIGKILL)
+    # A killed agent cannot hand its probe links to a background child (as SIGINT does), so
+    # its exit waits for the kernel to tear down every uprobe: ~120 ms each on these VMs
+    # (perf_uprobe_destroy), ~12 s for one libcudart's 95, more under load.
+    agent.stop(signal.SIGKILL, timeout=180)
     data = out.read_bytes()
     assert data, "flushed before the kill"
     packets = load_packets(out)

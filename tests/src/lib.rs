@@ -234,8 +234,14 @@ pub struct Driver {
 
 impl Driver {
     pub fn spawn(program: &Path, args: &[&str]) -> Result<Driver> {
+        Driver::spawn_with_env(program, args, &[])
+    }
+
+    /// As [`Driver::spawn`], with extra environment variables.
+    pub fn spawn_with_env(program: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Driver> {
         let mut child = Command::new(program)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -272,6 +278,24 @@ impl Driver {
         }
         Ok(last)
     }
+}
+
+/// Runs `ingero ARGS` (a command that does not trace: query, explain, check) and returns its
+/// stdout; a non-zero exit is an error carrying its stderr.
+pub fn run_ingero(args: &[&str]) -> Result<String> {
+    let out = Command::new(agent_bin()?)
+        .args(args)
+        .output()
+        .context("running ingero")?;
+    if !out.status.success() {
+        bail!(
+            "ingero {} exited with {}: {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Events of one type and op.

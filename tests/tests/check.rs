@@ -61,7 +61,7 @@ fn probed(kind: CudaLibrary) -> Vec<&'static str> {
     CudaOp::ALL
         .iter()
         .filter(|op| op.library() == kind)
-        .flat_map(|op| op.symbols().iter().copied())
+        .flat_map(|op| op.exports().map(|(symbol, _, _)| symbol))
         .collect()
 }
 

@@ -178,3 +178,124 @@ fn runtime_launches_name_their_registered_kernel_once_each() -> Result<()> {
     }
     Ok(())
 }
+
+/// A runtime call that enters the driver on the same thread is one operation: the driver call
+/// is its child (`parent`), and the live statistics and `query` count it once, as the runtime
+/// call. Checked with the test-only runtime that calls the real libcuda (the real runtime
+/// reaches the driver's launch only on a GPU).
+#[test]
+fn a_runtime_call_that_enters_the_driver_counts_once() -> Result<()> {
+    if !kernel_tests_enabled() {
+        return Ok(());
+    }
+    let libcuda = libcuda()?;
+    let driver_lib = libcuda.to_string_lossy().to_string();
+    let mock = build_fixture(
+        "mock_nesting",
+        "libmock_nesting.so",
+        &["-shared", "-fPIC", "-ldl"],
+    )?;
+    let mock_lib = mock.to_string_lossy().to_string();
+    let mut program = Driver::spawn_with_env(
+        &program()?,
+        &[&mock_lib, "nested"],
+        &[("INGERO_MOCK_LIBCUDA", driver_lib.as_str())],
+    )?;
+    let pid = program.read()?["pid"].as_u64().context("pid")?;
+    let dir = tempfile_dir()?;
+    let trace = dir.join("nested.pftrace");
+    let trace_str = trace.to_string_lossy().to_string();
+    let agent = Agent::start(&[
+        "--cuda-lib",
+        &mock_lib,
+        "--cuda-lib",
+        &driver_lib,
+        "--pid",
+        &pid.to_string(),
+        "--record",
+        "-o",
+        &trace_str,
+    ])?;
+    let done = program.go_and_finish()?;
+    assert_eq!(done["ret"], json!([0, 3]));
+    let all = agent.stop()?;
+    let malloc = only(&all, "cudaMalloc", pid);
+    assert_eq!(malloc["args"].get("parent"), None);
+    let inner = only(&all, "cuMemAlloc", pid);
+    assert_eq!(inner["args"]["parent"], "cudaMalloc");
+    assert_eq!(inner["args"]["size"], 4096);
+    let launch = only(&all, "cuLaunchKernel", pid);
+    assert_eq!(launch["args"]["parent"], "cudaLaunchKernel");
+    assert_eq!(launch["args"]["shared_mem"], 256);
+    assert_eq!(launch["args"]["stream"], "0x42");
+    let outer = only(&all, "cudaLaunchKernel", pid);
+    let (o0, o1) = span(outer);
+    let (i0, i1) = span(launch);
+    assert!(
+        o0 <= i0 && i1 <= o1,
+        "the driver call lies inside the runtime call"
+    );
+    let stats = all
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "stats")
+        .context("a final stats line")?;
+    assert_eq!(stats["ops"]["cudaMalloc"]["count"], 1);
+    assert_eq!(
+        stats["ops"].get("cuMemAlloc"),
+        None,
+        "counted once, as cudaMalloc"
+    );
+    assert_eq!(stats["ops"].get("cuLaunchKernel"), None);
+
+    let query = ingero_e2e::run_ingero(&["query", "--trace", &trace_str, "--json"])?;
+    let rows: Value = serde_json::from_str(&query).context("query --json")?;
+    let ops: Vec<&str> = rows
+        .as_array()
+        .context("rows")?
+        .iter()
+        .filter_map(|r| r["op"].as_str())
+        .collect();
+    assert!(
+        ops.contains(&"cudaMalloc") && ops.contains(&"cudaLaunchKernel"),
+        "{ops:?}"
+    );
+    assert!(
+        !ops.contains(&"cuMemAlloc") && !ops.contains(&"cuLaunchKernel"),
+        "{ops:?}"
+    );
+    let asked = ingero_e2e::run_ingero(&[
+        "query",
+        "--trace",
+        &trace_str,
+        "--json",
+        "--op",
+        "cuLaunchKernel",
+    ])?;
+    assert!(
+        asked.contains("cuLaunchKernel"),
+        "--op names the driver call: {asked}"
+    );
+    let events = ingero_e2e::run_ingero(&["query", "--trace", &trace_str, "--events", "--json"])?;
+    let recorded: Vec<Value> = events
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let inner = only(&recorded, "cuMemAlloc", pid);
+    assert_eq!(
+        inner["args"]["parent"], "cudaMalloc",
+        "the recording keeps the nesting"
+    );
+    Ok(())
+}
+
+fn span(e: &Value) -> (u64, u64) {
+    let t = e["ts_ns"].as_u64().unwrap_or(0);
+    (t, t + e["duration_ns"].as_u64().unwrap_or(0))
+}
+
+fn tempfile_dir() -> Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("ingero-driver-api-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}

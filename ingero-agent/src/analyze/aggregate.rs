@@ -9,6 +9,7 @@ use ingero_ebpf::CudaOp;
 
 use super::activity::Activity;
 use super::groups::{GroupStats, Grouping};
+use super::kernels::KernelTable;
 use super::ops::OpStats;
 use super::processes::ProcStats;
 use super::slow_calls::SlowCalls;
@@ -76,6 +77,8 @@ pub struct Aggregate {
     pub total: GroupStats,
     /// Events that matched the selection.
     pub matched: u64,
+    /// Launches by kernel, replays by graph.
+    pub kernels: KernelTable,
 }
 
 /// What a report reads from the [`Aggregate`]; the scan skips the rest (left empty).
@@ -87,6 +90,8 @@ pub struct Needs {
     pub total: bool,
     /// Processes, activity bins, slow calls and error groups.
     pub processes: bool,
+    /// Launches by kernel and replays by graph ([`Aggregate::kernels`]).
+    pub kernels: bool,
 }
 
 impl Needs {
@@ -95,6 +100,7 @@ impl Needs {
         ops: true,
         total: true,
         processes: true,
+        kernels: true,
     };
 }
 

@@ -33,6 +33,7 @@ pub mod groups;
 pub mod index;
 pub mod intervals;
 pub mod json;
+pub mod kernels;
 pub mod labels;
 pub mod ops;
 pub mod pid_slots;
@@ -132,6 +133,7 @@ pub fn rank_requests(an: &Analysis) -> Result<RequestRanking> {
         ops: false,
         total: true,
         processes: false,
+        kernels: false,
     };
     let agg = scan::run(
         &an.index,

@@ -12,6 +12,7 @@ use super::fmt;
 use super::groups::{GroupStats, Grouping};
 use super::intervals;
 use super::json::Json;
+use super::kernels::{self, KernelRow};
 use super::labels::ValueId;
 use super::table::Table;
 
@@ -27,6 +28,8 @@ pub enum QueryMode {
     Ops,
     GroupBy(Vec<String>),
     ByRequest,
+    /// `--group-by kernel`: one row per kernel and per replayed graph.
+    ByKernel,
 }
 
 /// One operation's latency.
@@ -101,12 +104,13 @@ pub enum QueryReport {
     Ops(Vec<OpRow>),
     Groups(Vec<GroupRow>),
     Requests(RequestReport),
+    Kernels(Vec<KernelRow>),
 }
 
 /// The groupings the aggregation pass needs for `mode`.
 pub fn groupings_for(mode: &QueryMode) -> Vec<Vec<String>> {
     match mode {
-        QueryMode::Ops => Vec::new(),
+        QueryMode::Ops | QueryMode::ByKernel => Vec::new(),
         QueryMode::GroupBy(keys) => vec![keys.clone()],
         QueryMode::ByRequest => vec![vec![REQUEST_KEY.to_owned()]],
     }
@@ -118,6 +122,7 @@ pub fn needs(mode: &QueryMode) -> Needs {
         ops: matches!(mode, QueryMode::Ops),
         total: matches!(mode, QueryMode::ByRequest),
         processes: false,
+        kernels: matches!(mode, QueryMode::ByKernel),
     }
 }
 
@@ -302,6 +307,7 @@ pub fn report(an: &Analysis, agg: &Aggregate, mode: &QueryMode) -> QueryReport {
                 .unwrap_or_default(),
         ),
         QueryMode::ByRequest => QueryReport::Requests(request_report(an, agg)),
+        QueryMode::ByKernel => QueryReport::Kernels(agg.kernels.rows()),
     }
 }
 
@@ -347,6 +353,7 @@ impl Serialize for QueryJson<'_> {
             QueryReport::Ops(rows) => rows.serialize(s),
             QueryReport::Groups(rows) => rows.serialize(s),
             QueryReport::Requests(r) => r.serialize(s),
+            QueryReport::Kernels(rows) => rows.serialize(s),
         }
     }
 }
@@ -401,6 +408,7 @@ impl QueryReport {
                 }
                 t
             }
+            QueryReport::Kernels(rows) => kernels::table(rows),
         }
     }
 
@@ -409,7 +417,7 @@ impl QueryReport {
         match self {
             QueryReport::Requests(r) => Some(&r.caveat),
             QueryReport::Groups(rows) => rows.iter().find_map(|r| r.caveat.as_deref()),
-            QueryReport::Ops(_) => None,
+            QueryReport::Ops(_) | QueryReport::Kernels(_) => None,
         }
     }
 

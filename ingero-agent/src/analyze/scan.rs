@@ -117,6 +117,7 @@ impl<'a> Scan<'a> {
                 names: Names::default(),
                 total: GroupStats::default(),
                 matched: 0,
+                kernels: Default::default(),
             },
             ops: (0..MAX_OP).map(|_| None).collect(),
             pids: PidSlots::default(),
@@ -168,6 +169,9 @@ impl<'a> Scan<'a> {
             return;
         }
         self.agg.matched += 1;
+        if self.needs.kernels {
+            self.agg.kernels.add(c);
+        }
         if OPS {
             match self.ops.get_mut(c.op as usize) {
                 Some(Some(s)) => s.record(c.duration_ns, c.ret),

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
+use crate::analyze::kernels::KERNEL_KEY;
 use crate::analyze::{self, Analysis, EventFormat, QueryMode, SelectionSpec};
 
 /// Which recording and which part of it (shared by `query` and `explain`).
@@ -80,7 +81,8 @@ pub struct QueryArgs {
     #[command(flatten)]
     pub select: SelectionArgs,
     /// One row per distinct value of these label keys (instant labels by the interval each
-    /// value held, spans by their own interval).
+    /// value held, spans by their own interval); `kernel` alone: one row per launched kernel
+    /// (by name) and per replayed graph.
     #[arg(
         long,
         value_name = "KEY[,KEY]",
@@ -129,7 +131,14 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
         if keys.iter().any(String::is_empty) {
             bail!("--group-by: empty key");
         }
-        QueryMode::GroupBy(keys)
+        if keys.iter().any(|k| k == KERNEL_KEY) {
+            if keys.len() > 1 {
+                bail!("--group-by {KERNEL_KEY} groups by kernel alone (not with label keys)");
+            }
+            QueryMode::ByKernel
+        } else {
+            QueryMode::GroupBy(keys)
+        }
     } else {
         QueryMode::Ops
     };

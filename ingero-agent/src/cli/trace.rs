@@ -20,7 +20,7 @@ pub struct TraceArgs {
     /// Trace only these processes (comma separated; their forked children too).
     #[arg(long, value_delimiter = ',', value_name = "PID")]
     pub pid: Option<Vec<u32>>,
-    /// Attach to this libcudart instead of discovering them (repeatable).
+    /// Attach to this libcudart or libcuda instead of discovering them (repeatable).
     #[arg(long = "cuda-lib", value_name = "PATH")]
     pub cuda_lib: Vec<PathBuf>,
     /// Stop after this long (for example `30s`, `5m`); default: until Ctrl-C.
@@ -32,6 +32,9 @@ pub struct TraceArgs {
     /// Bytes per ring buffer: a power of two, at least a page.
     #[arg(long, value_name = "BYTES", default_value_t = 8 << 20)]
     pub ringbuf_size: u64,
+    /// List this many kernels under the live table (launches and API time); 0: none.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top_kernels: usize,
     #[command(flatten)]
     pub annotate: AnnotateFlags,
     #[command(flatten)]
@@ -136,6 +139,7 @@ impl TraceArgs {
             ringbuf_size: self.ringbuf_size,
             ingest: self.annotate.config(),
             record: self.record.config(),
+            top_kernels: self.top_kernels,
         }
     }
 }

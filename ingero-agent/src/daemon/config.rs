@@ -27,6 +27,8 @@ pub struct DaemonConfig {
     pub ingest: Option<IngestConfig>,
     /// Record a Perfetto trace; `None`: no recording.
     pub record: Option<RecordConfig>,
+    /// Kernels the live table lists (most API time first); 0: none.
+    pub top_kernels: usize,
 }
 
 /// How to record.

@@ -51,6 +51,16 @@ pub(super) fn drops(
 ) -> Vec<(&'static str, u64)> {
     let mut drops = probes.counters().read();
     drops.extend(pipeline.decode_errors.iter().map(|(k, v)| (*k, *v)));
+    let names = pipeline.kernels.stats();
+    drops.push((
+        "kernel_names_evicted",
+        names.evicted_per_process + names.evicted_total,
+    ));
+    drops.push(("kernel_names_truncated", names.long_names_truncated));
+    drops.push(("kernel_aliases_dropped", names.aliases_dropped));
+    drops.push(("kernel_names_unreadable", pipeline.stats.unreadable_names));
+    drops.push(("kernels_untallied", pipeline.stats.kernels.untallied));
+    drops.push(("graphs_forgotten", pipeline.graphs.evicted));
     if let Some(server) = ingest {
         drops.push(("annotations_dropped", server.counters().dropped));
     }
@@ -79,6 +89,7 @@ pub(super) fn stats_json(
             )
         })
         .collect();
+    let names = pipeline.kernels.stats();
     let drops: serde_json::Map<String, serde_json::Value> = drops(pipeline, probes, ingest)
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.into()))
@@ -93,6 +104,15 @@ pub(super) fn stats_json(
             "blocked": {"count": stats.blocked.count, "total_ns": stats.blocked.total_ns, "max_ns": stats.blocked.max_ns},
         },
         "processes": stats.lifecycle,
+        "nested_driver_calls": stats.nested,
+        "kernel_names": {
+            "learned": stats.names_learned,
+            "known": names.names,
+            "distinct": names.distinct_names,
+            "elf_resolved": names.elf_resolved,
+            "unresolved": names.unresolved,
+            "long_names_completed": names.long_names_completed,
+        },
         "drops": drops,
         "annotations": ingest.map(|s| serde_json::to_value(s.counters()).unwrap_or_default()),
     })

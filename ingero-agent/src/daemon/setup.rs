@@ -50,6 +50,7 @@ impl Daemon {
             ringbuf_size,
             ingest,
             record,
+            top_kernels,
         } = config;
         // First, so a bad size is refused before anything is looked for or attached.
         let ringbuf_size = validate_ringbuf_size(ringbuf_size)?;
@@ -89,6 +90,7 @@ impl Daemon {
         let mut pipeline = Pipeline::new(json_out);
         pipeline.recording = start_recording(record, targets, attached.probe_names())?;
         pipeline.set_names_ring(rings.names);
+        pipeline.stats.top_kernels = top_kernels;
         let cuda = register(rings.cuda)?;
         let sched = register(rings.sched)?;
         Ok(Daemon {

@@ -101,7 +101,7 @@ pub fn probed_symbols(kind: CudaLibrary) -> Vec<&'static str> {
     CudaOp::ALL
         .iter()
         .filter(|op| op.library() == kind)
-        .flat_map(|op| op.symbols().iter().copied())
+        .flat_map(|op| op.exports().map(|(symbol, _, _)| symbol))
         .collect()
 }
 
@@ -190,7 +190,7 @@ mod tests {
         let runtime = probed_symbols(CudaLibrary::Runtime);
         assert!(runtime.contains(&"cudaMalloc"));
         assert!(runtime.contains(&"cudaLaunchKernel_ptsz"));
-        let total: usize = CudaOp::ALL.iter().map(|op| op.symbols().len()).sum();
+        let total: usize = CudaOp::ALL.iter().map(|op| op.exports().count()).sum();
         assert_eq!(
             runtime.len() + probed_symbols(CudaLibrary::Driver).len(),
             total

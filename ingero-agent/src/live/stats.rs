@@ -77,6 +77,54 @@ pub struct Stats {
     pub nested: u64,
     /// Kernel names the probes could not read.
     pub unreadable_names: u64,
+    /// Kernel names learnt (registrations and driver lookups), over the whole session.
+    pub names_learned: u64,
+    /// Launches and API time per kernel.
+    pub kernels: KernelTally,
+    /// How many kernels the table lists (`--top-kernels`).
+    pub top_kernels: usize,
+}
+
+/// Most kernels tallied; launches of others are counted in [`KernelTally::untallied`].
+pub const MAX_TALLIED_KERNELS: usize = 4096;
+
+/// Launches and API time per kernel name, bounded.
+#[derive(Default)]
+pub struct KernelTally {
+    /// Name → (launches, API time).
+    pub by_name: std::collections::HashMap<std::sync::Arc<str>, (u64, u64)>,
+    /// Launches of a kernel with no known name.
+    pub unnamed: u64,
+    /// Launches not tallied because [`MAX_TALLIED_KERNELS`] names were already held.
+    pub untallied: u64,
+}
+
+impl KernelTally {
+    fn add(&mut self, c: &ingero_trace::model::CudaCall) {
+        let Some(k) = &c.detail.kernel else {
+            self.unnamed += 1;
+            return;
+        };
+        if !self.by_name.contains_key(&k.demangled) && self.by_name.len() >= MAX_TALLIED_KERNELS {
+            self.untallied += 1;
+            return;
+        }
+        let t = self.by_name.entry(k.demangled.clone()).or_default();
+        t.0 += 1;
+        t.1 = t.1.saturating_add(c.duration_ns);
+    }
+
+    /// The `n` kernels with the most API time: (name, launches, API time).
+    pub fn top(&self, n: usize) -> Vec<(&str, u64, u64)> {
+        let mut all: Vec<(&str, u64, u64)> = self
+            .by_name
+            .iter()
+            .map(|(k, (count, ns))| (&**k, *count, *ns))
+            .collect();
+        all.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(b.0)));
+        all.truncate(n);
+        all
+    }
 }
 
 impl Stats {
@@ -85,11 +133,15 @@ impl Stats {
         match event {
             // A driver call made by a runtime call is part of that call: counted once, as it.
             Event::Cuda(c) if c.detail.parent.is_some() => self.nested += 1,
-            Event::Cuda(c) => self
-                .ops
-                .entry(c.op)
-                .or_insert_with(OpStats::new)
-                .record(c.duration_ns, c.ret != 0),
+            Event::Cuda(c) => {
+                if c.op.is_kernel_launch() {
+                    self.kernels.add(c);
+                }
+                self.ops
+                    .entry(c.op)
+                    .or_insert_with(OpStats::new)
+                    .record(c.duration_ns, c.ret != 0)
+            }
             Event::OffCpu(o) => {
                 let bucket = match o.reason {
                     OffCpuReason::Preempted => &mut self.preempted,

@@ -14,6 +14,17 @@ pub fn duration(ns: u64) -> String {
     }
 }
 
+/// `text` in at most `width` characters, its end replaced by `…` when cut (kernel names run
+/// to kilobytes).
+fn cut(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let mut s: String = text.chars().take(width.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
 /// Extra lines shown under the table (losses, annotation counters).
 pub struct Footer<'a> {
     pub drops: &'a [(&'static str, u64)],
@@ -44,6 +55,18 @@ pub fn render(stats: &Stats, footer: &Footer<'_>) -> String {
             duration(s.max_ns),
             duration(s.total_ns),
         );
+    }
+    let top = stats.kernels.top(stats.top_kernels);
+    if !top.is_empty() {
+        let _ = writeln!(out, "{:<60} {:>9} {:>11}", "KERNEL", "LAUNCHES", "API TIME");
+        for (name, launches, ns) in top {
+            let _ = writeln!(
+                out,
+                "{:<60} {launches:>9} {:>11}",
+                cut(name, 60),
+                duration(ns)
+            );
+        }
     }
     let _ = writeln!(
         out,
@@ -116,5 +139,65 @@ mod tests {
         assert!(text.contains("(no CUDA calls yet)"));
         assert!(text.contains("drops: ring_full_cuda 3"));
         assert!(!text.contains("nesting_overflow"));
+    }
+
+    #[test]
+    fn the_top_kernels_are_listed_by_api_time_with_long_names_cut() {
+        use ingero_ebpf::CudaOp;
+        use ingero_trace::model::{
+            CallDetail, Comm, CudaArgs, CudaCall, Event, KernelName, NameSource, Task,
+        };
+        let mut stats = Stats {
+            top_kernels: 2,
+            ..Stats::default()
+        };
+        let long = format!("void big<{}>()", "x".repeat(100));
+        for (name, ns) in [("a()", 5), (long.as_str(), 50), ("c()", 20), ("a()", 5)] {
+            stats.record(&Event::Cuda(CudaCall {
+                ts_ns: 1,
+                duration_ns: ns,
+                task: Task {
+                    pid: 1,
+                    tid: 1,
+                    comm: Comm::from_str_lossy("t"),
+                    cgroup_id: 0,
+                    cpu: 0,
+                },
+                op: CudaOp::LaunchKernel,
+                ret: 0,
+                args: CudaArgs::Launch {
+                    func: 1,
+                    grid: [1; 3],
+                    block: [1; 3],
+                    shared_mem: 0,
+                    stream: 0,
+                },
+                detail: CallDetail {
+                    kernel: Some(std::sync::Arc::new(KernelName {
+                        mangled: name.into(),
+                        demangled: name.into(),
+                        source: NameSource::Registration,
+                        truncated: false,
+                    })),
+                    ..Default::default()
+                },
+            }));
+        }
+        let text = render(
+            &stats,
+            &Footer {
+                drops: &[],
+                extra: &[],
+            },
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("KERNEL"))
+            .expect("a kernel table");
+        assert!(lines[at + 1].starts_with("void big<xxx"), "{text}");
+        assert!(lines[at + 1].contains('…'), "a long name is cut: {text}");
+        assert!(lines[at + 2].starts_with("c()"), "{text}");
+        assert!(!text.contains("a()"), "only the top two: {text}");
     }
 }

@@ -5,6 +5,7 @@
 mod cold_start;
 mod contention;
 mod errors;
+mod graphs;
 mod memory;
 mod slow_groups;
 mod tail_latency;
@@ -93,6 +94,7 @@ pub fn run_all(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
     out.extend(contention::check(an, agg));
     out.extend(cold_start::check(an, agg));
     out.extend(errors::check(an, agg));
+    out.extend(graphs::check(an, agg));
     out.sort_by(|a, b| {
         b.severity
             .cmp(&a.severity)
