@@ -189,3 +189,7 @@ impl Pipeline {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "pipeline_tests.rs"]
+mod tests;

@@ -178,6 +178,19 @@ impl CudaOp {
         )
     }
 
+    /// Whether the op waits for the device (its time is synchronisation wait).
+    pub const fn is_sync(self) -> bool {
+        matches!(
+            self,
+            CudaOp::StreamSynchronize
+                | CudaOp::DeviceSynchronize
+                | CudaOp::EventSynchronize
+                | CudaOp::CuStreamSynchronize
+                | CudaOp::CuCtxSynchronize
+                | CudaOp::CuEventSynchronize
+        )
+    }
+
     /// Whether the op launches a CUDA graph.
     pub const fn is_graph_launch(self) -> bool {
         matches!(self, CudaOp::GraphLaunch | CudaOp::CuGraphLaunch)

@@ -4,7 +4,7 @@
 //! `libcudart.so.12` registering a fake fatbin whose kernel the launches must name.
 
 use anyhow::{Context, Result};
-use ingero_e2e::{Agent, Driver, build_fixture, cudart, kernel_tests_enabled, libcuda};
+use ingero_e2e::{Agent, Driver, build_fixture, cudart, cudart13, kernel_tests_enabled, libcuda};
 use serde_json::{Value, json};
 
 fn calls<'a>(all: &'a [Value], op: &str, pid: u64) -> Vec<&'a Value> {
@@ -148,12 +148,10 @@ fn driver_calls_carry_exact_arguments_with_their_export() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn runtime_launches_name_their_registered_kernel_once_each() -> Result<()> {
-    if !kernel_tests_enabled() {
-        return Ok(());
-    }
-    let runtime = cudart()?;
+/// Registration against the real runtime: a fake fatbin, a mangled C++ template kernel, then
+/// `cudaLaunchKernel` and `__cudaLaunchKernel` (which tail-jumps into `cudaLaunchKernel`): each
+/// launch once, with the demangled name.
+fn registered_kernel_is_named(runtime: &std::path::Path) -> Result<()> {
     let lib = runtime.to_string_lossy().to_string();
     let mut program = Driver::spawn(&program()?, &[&lib, "register"])?;
     let pid = program.read()?["pid"].as_u64().context("pid")?;
@@ -164,7 +162,7 @@ fn runtime_launches_name_their_registered_kernel_once_each() -> Result<()> {
     assert_eq!(
         launches.len(),
         2,
-        "cudaLaunchKernel and __cudaLaunchKernel, each once: {launches:?}"
+        "{lib}: cudaLaunchKernel and __cudaLaunchKernel, each once: {launches:?}"
     );
     for l in launches {
         assert_eq!(l["args"]["func"], done["func"]);
@@ -176,6 +174,59 @@ fn runtime_launches_name_their_registered_kernel_once_each() -> Result<()> {
         assert_eq!(l["args"]["kernel_source"], "registration");
         assert_eq!(l["args"]["grid"], json!([4, 2, 1]));
     }
+    Ok(())
+}
+
+#[test]
+fn runtime_12_launches_name_their_registered_kernel_once_each() -> Result<()> {
+    if !kernel_tests_enabled() {
+        return Ok(());
+    }
+    registered_kernel_is_named(&cudart()?)
+}
+
+#[test]
+fn runtime_13_launches_name_their_registered_kernel_once_each() -> Result<()> {
+    if !kernel_tests_enabled() {
+        return Ok(());
+    }
+    let runtime = cudart13().context(
+        "INGERO_CUDART13 names libcudart.so.13 (set by `cargo xtask test`, or \
+         `export $(cargo xtask test-deps)`)",
+    )?;
+    registered_kernel_is_named(&runtime)
+}
+
+/// Discovery while tracing: the agent starts first, with nothing to attach in the install
+/// places; a program then loads the real libcuda from a directory no install place covers,
+/// and the rescan attaches it and follows the program.
+#[test]
+fn a_driver_loaded_after_the_agent_started_is_found_and_traced() -> Result<()> {
+    if !kernel_tests_enabled() {
+        return Ok(());
+    }
+    let original = libcuda()?;
+    // A copy in a directory of its own: a different inode, in no install place.
+    let dir = tempfile_dir()?.join("late-driver");
+    std::fs::create_dir_all(&dir)?;
+    let copy = dir.join("libcuda.so.1");
+    std::fs::copy(&original, &copy)?;
+    let lib = copy.to_string_lossy().to_string();
+    let agent = Agent::start(&[])?;
+    let mut program = Driver::spawn(&program()?, &[&lib, "driver"])?;
+    let pid = program.read()?["pid"].as_u64().context("pid")?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !agent.stderr().contains(&lib) {
+        if std::time::Instant::now() > deadline {
+            anyhow::bail!("the rescan never attached {lib}: {}", agent.stderr());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    program.go_and_finish()?;
+    let all = agent.stop()?;
+    let launches = calls(&all, "cuLaunchKernel", pid);
+    assert_eq!(launches.len(), 2, "{launches:?}");
+    assert!(launches.iter().any(|l| l["args"]["func"] == "0xdead0000"));
     Ok(())
 }
 

@@ -14,23 +14,14 @@ use ingero_trace::fast_map::FastMap;
 use ingero_trace::model::{CudaArgs, MemcpyKind};
 use ingero_trace::model::{CudaCallRecord, OffCpuRecord};
 
-/// Whether an op waits for the device (its time is synchronisation wait).
+/// Whether an op waits for the device (its time is synchronisation wait): runtime or driver.
 pub fn is_sync(op: CudaOp) -> bool {
-    matches!(
-        op,
-        CudaOp::StreamSynchronize | CudaOp::DeviceSynchronize | CudaOp::EventSynchronize
-    )
+    op.is_sync()
 }
 
-/// Whether an op submits a kernel or graph.
+/// Whether an op submits a kernel or graph: runtime or driver.
 pub fn is_launch(op: CudaOp) -> bool {
-    matches!(
-        op,
-        CudaOp::LaunchKernel
-            | CudaOp::LaunchKernelExC
-            | CudaOp::LaunchCooperativeKernel
-            | CudaOp::GraphLaunch
-    )
+    op.is_kernel_launch() || op.is_graph_launch()
 }
 
 /// Memcpy bytes by direction.
