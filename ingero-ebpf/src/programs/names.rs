@@ -41,19 +41,8 @@ pub fn emit_name(op: u16, pid_tgid: u64, handle: u64, name_addr: u64) {
             }
         }
     };
-    // SAFETY: as above.
-    unsafe {
-        addr_of_mut!((*record).header).write(header(
-            RecordKind::KernelName as u16,
-            op,
-            now_ns(),
-            pid_tgid,
-        ));
-        addr_of_mut!((*record).handle).write(handle);
-        addr_of_mut!((*record).other).write(name_addr);
-        addr_of_mut!((*record).len).write(len);
-        addr_of_mut!((*record).flags).write(flags);
-    }
+    // SAFETY: `record` is the slot reserved above, owned until submit.
+    unsafe { head(record, op, pid_tgid, handle, name_addr, len, flags) };
     entry.submit(submit_flags(&NAME_EVENTS));
 }
 
@@ -65,8 +54,33 @@ pub fn emit_alias(op: u16, pid_tgid: u64, handle: u64, target: u64) {
         return;
     };
     let record = entry.as_mut_ptr();
-    // SAFETY: as in `emit_name`; the name bytes are never read for an alias (len 0), but
-    // the first is zeroed so the record holds no stale ring data the agent could show.
+    // SAFETY: `record` is the slot reserved above, owned until submit. The name is never read
+    // for an alias (len 0), but its first byte is zeroed so the record holds no stale ring
+    // data the agent could show.
+    unsafe {
+        head(record, op, pid_tgid, handle, target, 0, name_flags::ALIAS);
+        (*record).name[0] = 0;
+    }
+    entry.submit(submit_flags(&NAME_EVENTS));
+}
+
+/// Writes every field of a reserved record but its name.
+///
+/// # Safety
+/// `record` must point at a reserved ring slot of a [`NameRecord`] that nothing else reads or
+/// writes until it is submitted.
+#[inline(always)]
+unsafe fn head(
+    record: *mut NameRecord,
+    op: u16,
+    pid_tgid: u64,
+    handle: u64,
+    other: u64,
+    len: u32,
+    flags: u32,
+) {
+    // SAFETY: the caller guarantees an exclusively owned slot of the right size; the fields
+    // are written through raw pointers, before submit.
     unsafe {
         addr_of_mut!((*record).header).write(header(
             RecordKind::KernelName as u16,
@@ -75,10 +89,8 @@ pub fn emit_alias(op: u16, pid_tgid: u64, handle: u64, target: u64) {
             pid_tgid,
         ));
         addr_of_mut!((*record).handle).write(handle);
-        addr_of_mut!((*record).other).write(target);
-        addr_of_mut!((*record).len).write(0);
-        addr_of_mut!((*record).flags).write(name_flags::ALIAS);
-        (*record).name[0] = 0;
+        addr_of_mut!((*record).other).write(other);
+        addr_of_mut!((*record).len).write(len);
+        addr_of_mut!((*record).flags).write(flags);
     }
-    entry.submit(submit_flags(&NAME_EVENTS));
 }

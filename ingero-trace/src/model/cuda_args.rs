@@ -2,6 +2,8 @@
 
 use std::borrow::Cow;
 
+use ingero_ebpf::CudaOp;
+
 /// The direction of a copy: CUDA's `cudaMemcpyKind` argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MemcpyKind {
@@ -78,6 +80,107 @@ pub struct LaunchConfig {
     pub shared_mem: u64,
     /// The `cudaStream_t` handle the kernel was queued on (0: the default stream).
     pub stream: u64,
+}
+
+/// Which [`CudaArgs`] variant an op's arguments take: the one place that groups the ops, so
+/// the reader (and the tests) need no op lists of their own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArgsShape {
+    /// [`CudaArgs::Alloc`]: device allocations, runtime and driver.
+    Alloc,
+    /// [`CudaArgs::Free`].
+    Free,
+    /// [`CudaArgs::HostAlloc`]: pinned host memory.
+    HostAlloc,
+    /// [`CudaArgs::HostFree`].
+    HostFree,
+    /// [`CudaArgs::Launch`]: kernel launches, runtime and driver.
+    Launch,
+    /// [`CudaArgs::GraphLaunch`].
+    GraphLaunch,
+    /// [`CudaArgs::CaptureBegin`].
+    CaptureBegin,
+    /// [`CudaArgs::CaptureEnd`].
+    CaptureEnd,
+    /// [`CudaArgs::GraphInstantiate`].
+    GraphInstantiate,
+    /// [`CudaArgs::ModuleLoad`]: modules and libraries.
+    ModuleLoad,
+    /// [`CudaArgs::GetFunction`]: function and kernel lookups.
+    GetFunction,
+    /// [`CudaArgs::Memcpy`]: every copy but the runtime's peer copies.
+    Memcpy,
+    /// [`CudaArgs::MemcpyPeer`]: the runtime's peer copies (device ordinals).
+    MemcpyPeer,
+    /// [`CudaArgs::Memset`].
+    Memset,
+    /// [`CudaArgs::Sync`].
+    Sync,
+}
+
+impl ArgsShape {
+    /// The shape of `op`'s arguments (the agent's decoder produces this variant for it).
+    pub const fn of(op: CudaOp) -> ArgsShape {
+        use CudaOp::*;
+        match op {
+            Malloc
+            | MallocManaged
+            | MallocAsync
+            | CuMemAlloc
+            | CuMemAllocAsync
+            | CuMemAllocFromPoolAsync
+            | CuMemAllocManaged
+            | CuMemAllocPitch => ArgsShape::Alloc,
+            Free | FreeAsync | CuMemFree | CuMemFreeAsync => ArgsShape::Free,
+            MallocHost | HostAlloc | CuMemAllocHost | CuMemHostAlloc => ArgsShape::HostAlloc,
+            FreeHost | CuMemFreeHost => ArgsShape::HostFree,
+            LaunchKernel
+            | LaunchCooperativeKernel
+            | LaunchKernelExC
+            | CuLaunchKernel
+            | CuLaunchKernelEx
+            | CuLaunchCooperativeKernel => ArgsShape::Launch,
+            GraphLaunch | CuGraphLaunch => ArgsShape::GraphLaunch,
+            StreamBeginCapture | StreamBeginCaptureToGraph | CuStreamBeginCapture => {
+                ArgsShape::CaptureBegin
+            }
+            StreamEndCapture | CuStreamEndCapture => ArgsShape::CaptureEnd,
+            GraphInstantiate
+            | GraphInstantiateWithFlags
+            | GraphInstantiateWithParams
+            | CuGraphInstantiate
+            | CuGraphInstantiateWithFlags
+            | CuGraphInstantiateWithParams => ArgsShape::GraphInstantiate,
+            CuModuleLoad
+            | CuModuleLoadData
+            | CuModuleLoadDataEx
+            | CuModuleLoadFatBinary
+            | CuLibraryLoadData
+            | CuLibraryLoadFromFile => ArgsShape::ModuleLoad,
+            CuModuleGetFunction | CuLibraryGetKernel | CuKernelGetFunction => {
+                ArgsShape::GetFunction
+            }
+            Memcpy | MemcpyAsync | Memcpy2D | Memcpy2DAsync | CuMemcpy | CuMemcpyAsync
+            | CuMemcpyHtoD | CuMemcpyDtoH | CuMemcpyDtoD | CuMemcpyHtoDAsync
+            | CuMemcpyDtoHAsync | CuMemcpyDtoDAsync | CuMemcpyPeer | CuMemcpyPeerAsync
+            | CuMemcpy2D | CuMemcpy2DAsync | CuMemcpy2DUnaligned | CuMemcpy3D | CuMemcpy3DAsync
+            | CuMemcpy3DPeer | CuMemcpy3DPeerAsync | CuMemcpyAtoA | CuMemcpyAtoD | CuMemcpyAtoH
+            | CuMemcpyAtoHAsync | CuMemcpyDtoA | CuMemcpyHtoA | CuMemcpyHtoAAsync => {
+                ArgsShape::Memcpy
+            }
+            MemcpyPeer | MemcpyPeerAsync => ArgsShape::MemcpyPeer,
+            Memset | MemsetAsync | CuMemsetD8 | CuMemsetD16 | CuMemsetD32 | CuMemsetD8Async
+            | CuMemsetD16Async | CuMemsetD32Async | CuMemsetD2D8 | CuMemsetD2D16
+            | CuMemsetD2D32 | CuMemsetD2D8Async | CuMemsetD2D16Async | CuMemsetD2D32Async => {
+                ArgsShape::Memset
+            }
+            // The registration ops never produce a call record; Sync is their empty shape.
+            StreamSynchronize | DeviceSynchronize | EventSynchronize | CuStreamSynchronize
+            | CuCtxSynchronize | CuEventSynchronize | RegisterFunction | GetKernel => {
+                ArgsShape::Sync
+            }
+        }
+    }
 }
 
 /// What ingero saw of the capture that built an executable graph.

@@ -11,6 +11,7 @@ use prost::Message;
 
 use super::tests::{config, read_all, tmp_dir};
 use super::{Recorder, RecorderConfig};
+use crate::model::ArgsShape;
 use crate::model::{
     AnnotationRecord, Comm, CudaArgs, Event, FinalStats, MemcpyKind, OffCpu, ProcessOp, ReadRecord,
     Scope, Task, TimelineRecord,
@@ -22,37 +23,22 @@ use crate::vocab::ArgKey;
 
 /// The arguments of `op` with every optional part present.
 fn full_args(op: CudaOp) -> CudaArgs {
-    use CudaOp::*;
     let stream = Some(0x5600_0000_0010);
-    match op {
-        Malloc
-        | MallocManaged
-        | MallocAsync
-        | CuMemAlloc
-        | CuMemAllocAsync
-        | CuMemAllocFromPoolAsync
-        | CuMemAllocManaged
-        | CuMemAllocPitch => CudaArgs::Alloc {
+    match ArgsShape::of(op) {
+        ArgsShape::Alloc => CudaArgs::Alloc {
             size: 4096,
             ptr: Some(0x7f00_0000_1000),
-            stream: (op == MallocAsync).then_some(0x5600_0000_0010),
+            stream,
         },
-        Free | FreeAsync | CuMemFree | CuMemFreeAsync => CudaArgs::Free {
+        ArgsShape::Free => CudaArgs::Free {
             ptr: 0x7f00_0000_1000,
             size: Some(4096),
-            stream: (op == FreeAsync).then_some(0x5600_0000_0010),
+            stream,
         },
-        MallocHost | HostAlloc | CuMemAllocHost | CuMemHostAlloc => {
-            CudaArgs::HostAlloc { size: 1 << 20 }
-        }
-        FreeHost | CuMemFreeHost => CudaArgs::HostFree { ptr: 0x7f00_2000 },
-        LaunchKernel
-        | LaunchCooperativeKernel
-        | LaunchKernelExC
-        | CuLaunchKernel
-        | CuLaunchKernelEx
-        | CuLaunchCooperativeKernel => synth::launch_args(64, 0x56),
-        GraphLaunch | CuGraphLaunch => CudaArgs::GraphLaunch {
+        ArgsShape::HostAlloc => CudaArgs::HostAlloc { size: 1 << 20 },
+        ArgsShape::HostFree => CudaArgs::HostFree { ptr: 0x7f00_2000 },
+        ArgsShape::Launch => synth::launch_args(64, 0x56),
+        ArgsShape::GraphLaunch => CudaArgs::GraphLaunch {
             graph_exec: 0x7f00_3000,
             stream: 0x56,
             captured: Some(crate::model::Captured {
@@ -60,97 +46,52 @@ fn full_args(op: CudaOp) -> CudaArgs {
                 stream: 0x57,
             }),
         },
-        StreamBeginCapture | StreamBeginCaptureToGraph | CuStreamBeginCapture => {
-            CudaArgs::CaptureBegin {
-                stream: 0x57,
-                mode: Some(1),
-            }
-        }
-        StreamEndCapture | CuStreamEndCapture => CudaArgs::CaptureEnd {
+        ArgsShape::CaptureBegin => CudaArgs::CaptureBegin {
+            stream: 0x57,
+            mode: Some(1),
+        },
+        ArgsShape::CaptureEnd => CudaArgs::CaptureEnd {
             stream: 0x57,
             graph: Some(0x7f00_5000),
             kernel_nodes: Some(12),
         },
-        GraphInstantiate
-        | GraphInstantiateWithFlags
-        | GraphInstantiateWithParams
-        | CuGraphInstantiate
-        | CuGraphInstantiateWithFlags
-        | CuGraphInstantiateWithParams => CudaArgs::GraphInstantiate {
+        ArgsShape::GraphInstantiate => CudaArgs::GraphInstantiate {
             graph: 0x7f00_5000,
             graph_exec: Some(0x7f00_3000),
         },
-        CuModuleLoad
-        | CuModuleLoadData
-        | CuModuleLoadDataEx
-        | CuModuleLoadFatBinary
-        | CuLibraryLoadData
-        | CuLibraryLoadFromFile => CudaArgs::ModuleLoad {
+        ArgsShape::ModuleLoad => CudaArgs::ModuleLoad {
             module: Some(0x7f00_6000),
         },
-        CuModuleGetFunction | CuLibraryGetKernel | CuKernelGetFunction => CudaArgs::GetFunction {
+        ArgsShape::GetFunction => CudaArgs::GetFunction {
             owner: 0x7f00_6000,
             function: Some(0x7f00_7000),
         },
-        CuMemcpy | CuMemcpyAsync | CuMemcpyHtoD | CuMemcpyDtoH | CuMemcpyDtoD
-        | CuMemcpyHtoDAsync | CuMemcpyDtoHAsync | CuMemcpyDtoDAsync | CuMemcpyPeer
-        | CuMemcpyPeerAsync | CuMemcpy2D | CuMemcpy2DAsync | CuMemcpy2DUnaligned | CuMemcpy3D
-        | CuMemcpy3DAsync | CuMemcpy3DPeer | CuMemcpy3DPeerAsync | CuMemcpyAtoA | CuMemcpyAtoD
-        | CuMemcpyAtoH | CuMemcpyAtoHAsync | CuMemcpyDtoA | CuMemcpyHtoA | CuMemcpyHtoAAsync => {
-            CudaArgs::Memcpy {
-                count: 300,
-                kind: MemcpyKind::HostToDevice,
-                stream,
-                width_height: Some((100, 3)),
-            }
-        }
-        CuMemsetD8 | CuMemsetD16 | CuMemsetD32 | CuMemsetD8Async | CuMemsetD16Async
-        | CuMemsetD32Async | CuMemsetD2D8 | CuMemsetD2D16 | CuMemsetD2D32 | CuMemsetD2D8Async
-        | CuMemsetD2D16Async | CuMemsetD2D32Async => CudaArgs::Memset { count: 400, stream },
-        CuStreamSynchronize => CudaArgs::Sync {
-            stream,
-            event: None,
-        },
-        CuEventSynchronize => CudaArgs::Sync {
-            stream: None,
-            event: Some(0x7f00_4000),
-        },
-        CuCtxSynchronize | RegisterFunction | GetKernel => CudaArgs::Sync {
-            stream: None,
-            event: None,
-        },
-        Memcpy | MemcpyAsync => CudaArgs::Memcpy {
-            count: 1 << 16,
-            kind: MemcpyKind::DeviceToHost,
-            stream: (op == MemcpyAsync).then_some(0x56),
-            width_height: None,
-        },
-        Memcpy2D | Memcpy2DAsync => CudaArgs::Memcpy {
+        // A kind outside CUDA's values, so the raw value's round trip is checked too.
+        ArgsShape::Memcpy if op == CudaOp::Memcpy2D => CudaArgs::Memcpy {
             count: 64 * 32,
             kind: MemcpyKind::Unknown(9),
-            stream: (op == Memcpy2DAsync).then_some(0x56),
+            stream,
             width_height: Some((64, 32)),
         },
-        MemcpyPeer | MemcpyPeerAsync => CudaArgs::MemcpyPeer {
+        ArgsShape::Memcpy => CudaArgs::Memcpy {
+            count: 1 << 16,
+            kind: MemcpyKind::DeviceToHost,
+            stream,
+            width_height: None,
+        },
+        ArgsShape::MemcpyPeer => CudaArgs::MemcpyPeer {
             count: 1 << 12,
             dst_device: 1,
             src_device: -1,
-            stream: (op == MemcpyPeerAsync).then_some(0x56),
-        },
-        Memset | MemsetAsync => CudaArgs::Memset {
-            count: 512,
-            stream: (op == MemsetAsync).then_some(0x56),
-        },
-        StreamSynchronize => CudaArgs::Sync {
             stream,
-            event: None,
         },
-        EventSynchronize => CudaArgs::Sync {
+        ArgsShape::Memset => CudaArgs::Memset { count: 512, stream },
+        ArgsShape::Sync if op == CudaOp::EventSynchronize => CudaArgs::Sync {
             stream: None,
             event: Some(0x7f00_4000),
         },
-        DeviceSynchronize => CudaArgs::Sync {
-            stream: None,
+        ArgsShape::Sync => CudaArgs::Sync {
+            stream,
             event: None,
         },
     }

@@ -9,7 +9,7 @@ use ingero_ebpf::{CudaOp, OffCpuReason};
 use super::args::Args;
 use super::track_kind::TrackKind;
 use super::values::Val;
-use crate::model::{CallDetail, Captured, CudaArgs, KernelName, NameSource};
+use crate::model::{ArgsShape, CallDetail, Captured, CudaArgs, KernelName, NameSource};
 use crate::vocab::{ArgKey, EventName};
 
 /// What a slice begin resolves to on the interned paths.
@@ -145,58 +145,43 @@ pub(super) enum OpenBody {
 
 /// Rebuilds an op's arguments from its debug annotations (absent optional ones stay `None`).
 fn cuda_args(op: CudaOp, a: &impl Args) -> CudaArgs {
-    use CudaOp::*;
     let u = |k: ArgKey| a.u(k);
     let dim = |k: ArgKey| a.dim(k).unwrap_or([0; 3]);
-    match op {
-        Malloc
-        | MallocManaged
-        | MallocAsync
-        | CuMemAlloc
-        | CuMemAllocAsync
-        | CuMemAllocFromPoolAsync
-        | CuMemAllocManaged
-        | CuMemAllocPitch => CudaArgs::Alloc {
+    match ArgsShape::of(op) {
+        ArgsShape::Alloc => CudaArgs::Alloc {
             size: u(ArgKey::Size).unwrap_or(0),
             ptr: u(ArgKey::Ptr),
             stream: u(ArgKey::Stream),
         },
-        Free | FreeAsync | CuMemFree | CuMemFreeAsync => CudaArgs::Free {
+        ArgsShape::Free => CudaArgs::Free {
             ptr: u(ArgKey::Ptr).unwrap_or(0),
             size: u(ArgKey::Size),
             stream: u(ArgKey::Stream),
         },
-        MallocHost | HostAlloc | CuMemAllocHost | CuMemHostAlloc => CudaArgs::HostAlloc {
+        ArgsShape::HostAlloc => CudaArgs::HostAlloc {
             size: u(ArgKey::Size).unwrap_or(0),
         },
-        FreeHost | CuMemFreeHost => CudaArgs::HostFree {
+        ArgsShape::HostFree => CudaArgs::HostFree {
             ptr: u(ArgKey::Ptr).unwrap_or(0),
         },
-        LaunchKernel
-        | LaunchCooperativeKernel
-        | LaunchKernelExC
-        | CuLaunchKernel
-        | CuLaunchKernelEx
-        | CuLaunchCooperativeKernel => {
-            match a.launch(ArgKey::Launch) {
-                Some(l) => CudaArgs::Launch {
-                    func: l.func,
-                    grid: l.grid,
-                    block: l.block,
-                    shared_mem: l.shared_mem,
-                    stream: l.stream,
-                },
-                // Recordings from before the `launch` argument.
-                None => CudaArgs::Launch {
-                    func: u(ArgKey::Func).unwrap_or(0),
-                    grid: dim(ArgKey::Grid),
-                    block: dim(ArgKey::Block),
-                    shared_mem: u(ArgKey::SharedMem).unwrap_or(0),
-                    stream: u(ArgKey::Stream).unwrap_or(0),
-                },
-            }
-        }
-        GraphLaunch | CuGraphLaunch => CudaArgs::GraphLaunch {
+        ArgsShape::Launch => match a.launch(ArgKey::Launch) {
+            Some(l) => CudaArgs::Launch {
+                func: l.func,
+                grid: l.grid,
+                block: l.block,
+                shared_mem: l.shared_mem,
+                stream: l.stream,
+            },
+            // Recordings from before the `launch` argument.
+            None => CudaArgs::Launch {
+                func: u(ArgKey::Func).unwrap_or(0),
+                grid: dim(ArgKey::Grid),
+                block: dim(ArgKey::Block),
+                shared_mem: u(ArgKey::SharedMem).unwrap_or(0),
+                stream: u(ArgKey::Stream).unwrap_or(0),
+            },
+        },
+        ArgsShape::GraphLaunch => CudaArgs::GraphLaunch {
             graph_exec: u(ArgKey::GraphExec).unwrap_or(0),
             stream: u(ArgKey::Stream).unwrap_or(0),
             captured: u(ArgKey::KernelNodes).map(|n| Captured {
@@ -204,63 +189,43 @@ fn cuda_args(op: CudaOp, a: &impl Args) -> CudaArgs {
                 stream: u(ArgKey::CaptureStream).unwrap_or(0),
             }),
         },
-        StreamBeginCapture | StreamBeginCaptureToGraph | CuStreamBeginCapture => {
-            CudaArgs::CaptureBegin {
-                stream: u(ArgKey::Stream).unwrap_or(0),
-                mode: u(ArgKey::CaptureMode).and_then(|m| u32::try_from(m).ok()),
-            }
-        }
-        StreamEndCapture | CuStreamEndCapture => CudaArgs::CaptureEnd {
+        ArgsShape::CaptureBegin => CudaArgs::CaptureBegin {
+            stream: u(ArgKey::Stream).unwrap_or(0),
+            mode: u(ArgKey::CaptureMode).and_then(|m| u32::try_from(m).ok()),
+        },
+        ArgsShape::CaptureEnd => CudaArgs::CaptureEnd {
             stream: u(ArgKey::Stream).unwrap_or(0),
             graph: u(ArgKey::Graph),
             kernel_nodes: u(ArgKey::KernelNodes).and_then(|n| u32::try_from(n).ok()),
         },
-        GraphInstantiate
-        | GraphInstantiateWithFlags
-        | GraphInstantiateWithParams
-        | CuGraphInstantiate
-        | CuGraphInstantiateWithFlags
-        | CuGraphInstantiateWithParams => CudaArgs::GraphInstantiate {
+        ArgsShape::GraphInstantiate => CudaArgs::GraphInstantiate {
             graph: u(ArgKey::Graph).unwrap_or(0),
             graph_exec: u(ArgKey::GraphExec),
         },
-        CuModuleLoad
-        | CuModuleLoadData
-        | CuModuleLoadDataEx
-        | CuModuleLoadFatBinary
-        | CuLibraryLoadData
-        | CuLibraryLoadFromFile => CudaArgs::ModuleLoad {
+        ArgsShape::ModuleLoad => CudaArgs::ModuleLoad {
             module: u(ArgKey::Module),
         },
-        CuModuleGetFunction | CuLibraryGetKernel | CuKernelGetFunction => CudaArgs::GetFunction {
+        ArgsShape::GetFunction => CudaArgs::GetFunction {
             owner: u(ArgKey::Owner).unwrap_or(0),
             function: u(ArgKey::Function),
         },
-        Memcpy | MemcpyAsync | Memcpy2D | Memcpy2DAsync | CuMemcpy | CuMemcpyAsync
-        | CuMemcpyHtoD | CuMemcpyDtoH | CuMemcpyDtoD | CuMemcpyHtoDAsync | CuMemcpyDtoHAsync
-        | CuMemcpyDtoDAsync | CuMemcpyPeer | CuMemcpyPeerAsync | CuMemcpy2D | CuMemcpy2DAsync
-        | CuMemcpy2DUnaligned | CuMemcpy3D | CuMemcpy3DAsync | CuMemcpy3DPeer
-        | CuMemcpy3DPeerAsync | CuMemcpyAtoA | CuMemcpyAtoD | CuMemcpyAtoH | CuMemcpyAtoHAsync
-        | CuMemcpyDtoA | CuMemcpyHtoA | CuMemcpyHtoAAsync => CudaArgs::Memcpy {
+        ArgsShape::Memcpy => CudaArgs::Memcpy {
             count: u(ArgKey::Count).unwrap_or(0),
             kind: a.kind(ArgKey::Kind),
             stream: u(ArgKey::Stream),
             width_height: u(ArgKey::Width).zip(u(ArgKey::Height)),
         },
-        MemcpyPeer | MemcpyPeerAsync => CudaArgs::MemcpyPeer {
+        ArgsShape::MemcpyPeer => CudaArgs::MemcpyPeer {
             count: u(ArgKey::Count).unwrap_or(0),
             dst_device: a.i(ArgKey::DstDevice).unwrap_or(0) as i32,
             src_device: a.i(ArgKey::SrcDevice).unwrap_or(0) as i32,
             stream: u(ArgKey::Stream),
         },
-        Memset | MemsetAsync | CuMemsetD8 | CuMemsetD16 | CuMemsetD32 | CuMemsetD8Async
-        | CuMemsetD16Async | CuMemsetD32Async | CuMemsetD2D8 | CuMemsetD2D16 | CuMemsetD2D32
-        | CuMemsetD2D8Async | CuMemsetD2D16Async | CuMemsetD2D32Async => CudaArgs::Memset {
+        ArgsShape::Memset => CudaArgs::Memset {
             count: u(ArgKey::Count).unwrap_or(0),
             stream: u(ArgKey::Stream),
         },
-        StreamSynchronize | DeviceSynchronize | EventSynchronize | CuStreamSynchronize
-        | CuCtxSynchronize | CuEventSynchronize | RegisterFunction | GetKernel => CudaArgs::Sync {
+        ArgsShape::Sync => CudaArgs::Sync {
             stream: u(ArgKey::Stream),
             event: u(ArgKey::Event),
         },
