@@ -235,8 +235,8 @@ cuda_ops! {
     MallocManaged = 3, Runtime, "cudaMallocManaged", ALLOC, ["cudaMallocManaged"];
     MallocAsync = 4, Runtime, "cudaMallocAsync", ALLOC, ["cudaMallocAsync", "cudaMallocAsync_ptsz"];
     FreeAsync = 5, Runtime, "cudaFreeAsync", FREE, ["cudaFreeAsync", "cudaFreeAsync_ptsz"];
-    MallocHost = 6, Runtime, "cudaMallocHost", NONE, ["cudaMallocHost"];
-    HostAlloc = 7, Runtime, "cudaHostAlloc", NONE, ["cudaHostAlloc"];
+    MallocHost = 6, Runtime, "cudaMallocHost", OUT0, ["cudaMallocHost"];
+    HostAlloc = 7, Runtime, "cudaHostAlloc", OUT0, ["cudaHostAlloc"];
     FreeHost = 8, Runtime, "cudaFreeHost", NONE, ["cudaFreeHost"];
     LaunchKernel = 10, Runtime, "cudaLaunchKernel", STACK, ["cudaLaunchKernel", "cudaLaunchKernel_ptsz"];
     LaunchKernelExC = 11, Runtime, "cudaLaunchKernelExC", OpFlags::LAUNCH_CONFIG,
@@ -296,9 +296,9 @@ cuda_ops! {
     CuMemAllocFromPoolAsync = 112, Driver, "cuMemAllocFromPoolAsync", ALLOC,
         ["cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz"];
     CuMemAllocManaged = 113, Driver, "cuMemAllocManaged", ALLOC, ["cuMemAllocManaged"];
-    CuMemAllocPitch = 114, Driver, "cuMemAllocPitch", NONE, ["cuMemAllocPitch_v2"] legacy ["cuMemAllocPitch"];
-    CuMemAllocHost = 115, Driver, "cuMemAllocHost", NONE, ["cuMemAllocHost_v2"] legacy ["cuMemAllocHost"];
-    CuMemHostAlloc = 116, Driver, "cuMemHostAlloc", NONE, ["cuMemHostAlloc"];
+    CuMemAllocPitch = 114, Driver, "cuMemAllocPitch", OUT0, ["cuMemAllocPitch_v2"] legacy ["cuMemAllocPitch"];
+    CuMemAllocHost = 115, Driver, "cuMemAllocHost", OUT0, ["cuMemAllocHost_v2"] legacy ["cuMemAllocHost"];
+    CuMemHostAlloc = 116, Driver, "cuMemHostAlloc", OUT0, ["cuMemHostAlloc"];
     CuMemFree = 117, Driver, "cuMemFree", FREE, ["cuMemFree_v2"] legacy ["cuMemFree"];
     CuMemFreeAsync = 118, Driver, "cuMemFreeAsync", FREE, ["cuMemFreeAsync", "cuMemFreeAsync_ptsz"];
     CuMemFreeHost = 119, Driver, "cuMemFreeHost", NONE, ["cuMemFreeHost"];

@@ -25,7 +25,12 @@ pub enum EventFormat {
 
 /// The labels of an event of `pid` at `t`: every key's values, joined with `|` where spans
 /// give several.
-fn labels_at(an: &Analysis, pid: u32, t: u64, scratch: &mut Vec<ValueId>) -> Map<String, Value> {
+pub(crate) fn labels_at(
+    an: &Analysis,
+    pid: u32,
+    t: u64,
+    scratch: &mut Vec<ValueId>,
+) -> Map<String, Value> {
     let ix = &an.index.labels;
     let mut m = Map::new();
     for name in ix.key_names() {

@@ -241,7 +241,7 @@ mod tests {
         t.add(&call(CudaOp::GraphLaunch, graph, None, 9));
         t.add(&call(
             CudaOp::Malloc,
-            CudaArgs::HostAlloc { size: 1 },
+            CudaArgs::HostAlloc { size: 1, ptr: None },
             None,
             99,
         ));

@@ -35,6 +35,7 @@ pub mod intervals;
 pub mod json;
 pub mod kernels;
 pub mod labels;
+pub mod memory;
 pub mod ops;
 pub mod pid_slots;
 pub mod proc_run;

@@ -1,5 +1,6 @@
-//! `ingero query`: latency per operation, rows per label group, per request, or the raw
-//! events of a recording. Also defines the selection flags `explain` shares.
+//! `ingero query`: latency per operation, rows per label group, per request, GPU memory per
+//! process (`--memory`), or the raw events of a recording. Also defines the selection flags
+//! `explain` shares.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -96,6 +97,10 @@ pub struct QueryArgs {
     /// The raw matching events with their labels (NDJSON with --json).
     #[arg(long, conflicts_with_all = ["group_by", "by_request"])]
     pub events: bool,
+    /// GPU memory per process: held at the end of the window (or at --at), peak and when,
+    /// allocated and freed, the largest live allocations, frees ingero could not size.
+    #[arg(long, conflicts_with_all = ["group_by", "by_request", "events"])]
+    pub memory: bool,
 }
 
 /// Writes `text` to stdout; a closed pipe is not an error.
@@ -109,6 +114,16 @@ pub fn print(text: &str) -> Result<()> {
 
 pub fn run(args: QueryArgs) -> Result<ExitCode> {
     let an = args.select.open()?;
+    if args.memory {
+        let report = analyze::memory::query(&an)?;
+        let text = match (args.select.json, args.select.csv) {
+            (true, _) => format!("{}\n", report.json()),
+            (_, true) => report.csv(an.origin()),
+            _ => report.text(an.origin()),
+        };
+        print(&text)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.events {
         let format = match (args.select.json, args.select.csv) {
             (true, _) => EventFormat::Json,

@@ -60,6 +60,10 @@ pub(super) fn drops(
     drops.push(("kernel_aliases_dropped", names.aliases_dropped));
     drops.push(("kernel_names_unreadable", pipeline.stats.unreadable_names));
     drops.push(("kernels_untallied", pipeline.stats.kernels.untallied));
+    drops.push((
+        "memory_processes_untallied",
+        pipeline.stats.memory.untallied,
+    ));
     drops.push(("graphs_forgotten", pipeline.graphs.evicted));
     if let Some(server) = ingest {
         drops.push(("annotations_dropped", server.counters().dropped));

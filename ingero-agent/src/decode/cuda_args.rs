@@ -54,9 +54,10 @@ pub fn cuda_args(op: CudaOp, a: &[u64; MAX_ARGS], ret: i32, out: u64, legacy: bo
             stream: Some(a[3]),
         },
         CuMemAllocPitch => CudaArgs::Alloc {
-            // (dptr, pitch out, width in bytes, height, element size)
+            // (dptr, pitch out, width in bytes, height, element size): width × height is what
+            // was asked for; the pitch (the row stride the driver chose) is not read.
             size: word(a[2]).saturating_mul(word(a[3])),
-            ptr: None,
+            ptr: out,
             stream: None,
         },
         Free | FreeAsync | CuMemFree | CuMemFreeAsync => CudaArgs::Free {
@@ -64,9 +65,11 @@ pub fn cuda_args(op: CudaOp, a: &[u64; MAX_ARGS], ret: i32, out: u64, legacy: bo
             size: (a[FREE_SIZE_SLOT] != 0 && !legacy).then_some(a[FREE_SIZE_SLOT]),
             stream: matches!(op, FreeAsync | CuMemFreeAsync).then_some(a[1]),
         },
-        MallocHost | HostAlloc | CuMemAllocHost | CuMemHostAlloc => {
-            CudaArgs::HostAlloc { size: word(a[1]) }
-        }
+        // `void **pHost` first: the probe reads the pointer the call wrote (OUT0).
+        MallocHost | HostAlloc | CuMemAllocHost | CuMemHostAlloc => CudaArgs::HostAlloc {
+            size: word(a[1]),
+            ptr: out,
+        },
         FreeHost | CuMemFreeHost => CudaArgs::HostFree { ptr: a[0] },
         LaunchKernel
         | LaunchCooperativeKernel

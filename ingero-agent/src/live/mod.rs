@@ -1,5 +1,7 @@
-//! The live view: running statistics per operation and their rendering as a table.
+//! The live view: running statistics per operation, GPU memory per process, and their
+//! rendering as a table.
 
+pub mod memory;
 pub mod stats;
 pub mod table;
 

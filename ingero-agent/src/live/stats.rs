@@ -83,6 +83,8 @@ pub struct Stats {
     pub kernels: KernelTally,
     /// How many kernels the table lists (`--top-kernels`).
     pub top_kernels: usize,
+    /// GPU memory held per process.
+    pub memory: super::memory::MemoryTally,
 }
 
 /// Most kernels tallied; launches of others are counted in [`KernelTally::untallied`].
@@ -130,6 +132,7 @@ impl KernelTally {
 impl Stats {
     pub fn record(&mut self, event: &Event) {
         self.events += 1;
+        self.memory.record(event);
         match event {
             // A driver call made by a runtime call is part of that call: counted once, as it.
             Event::Cuda(c) if c.detail.parent.is_some() => self.nested += 1,

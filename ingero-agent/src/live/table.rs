@@ -25,6 +25,9 @@ fn cut(text: &str, width: usize) -> String {
     s
 }
 
+/// Processes listed by GPU memory held.
+pub const MEMORY_ROWS: usize = 5;
+
 /// Extra lines shown under the table (losses, annotation counters).
 pub struct Footer<'a> {
     pub drops: &'a [(&'static str, u64)],
@@ -65,6 +68,30 @@ pub fn render(stats: &Stats, footer: &Footer<'_>) -> String {
                 "{:<60} {launches:>9} {:>11}",
                 cut(name, 60),
                 duration(ns)
+            );
+        }
+    }
+    let top = stats.memory.top(MEMORY_ROWS);
+    if !top.is_empty() {
+        let _ = writeln!(
+            out,
+            "{:>8} {:<16} {:>10} {:>10}",
+            "PID", "COMMAND", "GPU HELD", "PEAK"
+        );
+        for (pid, h) in top {
+            let _ = writeln!(
+                out,
+                "{pid:>8} {:<16} {:>10} {:>10}",
+                cut(&h.comm, 16),
+                crate::analyze::fmt::bytes(h.held),
+                crate::analyze::fmt::bytes(h.peak)
+            );
+        }
+        if stats.memory.unknown_frees > 0 {
+            let _ = writeln!(
+                out,
+                "  {} free(s) of memory allocated before tracing (unknown size)",
+                stats.memory.unknown_frees
             );
         }
     }

@@ -252,7 +252,10 @@ impl Serialize for CudaArgsView<'_> {
                 m.put("size", size)?;
                 m.opt_hex("stream", *stream)?;
             }
-            CudaArgs::HostAlloc { size } => m.put("size", size)?,
+            CudaArgs::HostAlloc { size, ptr } => {
+                m.put("size", size)?;
+                m.put("ptr", &ptr.map(Hex))?;
+            }
             CudaArgs::HostFree { ptr } => m.put("ptr", &Hex(*ptr))?,
             CudaArgs::Launch {
                 func,

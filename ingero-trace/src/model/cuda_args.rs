@@ -183,6 +183,18 @@ impl ArgsShape {
     }
 }
 
+impl ArgsShape {
+    /// Whether the shape allocates or frees memory (device, pool, managed or pinned host).
+    /// A driver call nested in such a call is the runtime call's own work (`cuMemAlloc`
+    /// inside `cudaMalloc`): memory accounting counts the outer call only.
+    pub const fn is_memory(self) -> bool {
+        matches!(
+            self,
+            ArgsShape::Alloc | ArgsShape::Free | ArgsShape::HostAlloc | ArgsShape::HostFree
+        )
+    }
+}
+
 /// What ingero saw of the capture that built an executable graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Captured {
@@ -215,10 +227,13 @@ pub enum CudaArgs {
         /// The stream of the async form; `None` for `cudaFree`.
         stream: Option<u64>,
     },
-    /// cudaMallocHost, cudaHostAlloc.
+    /// cudaMallocHost, cudaHostAlloc, cuMemAllocHost, cuMemHostAlloc.
     HostAlloc {
         /// Bytes of pinned host memory requested.
         size: u64,
+        /// The pinned host pointer the call returned; `None` when it failed (or the export is
+        /// a legacy one, or the recording predates host pointers).
+        ptr: Option<u64>,
     },
     /// cudaFreeHost.
     HostFree {

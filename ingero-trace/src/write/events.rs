@@ -86,7 +86,12 @@ fn cuda_args(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
             }
             stream(buf, interner, s);
         }
-        CudaArgs::HostAlloc { size } => encode::arg_uint(buf, ArgKey::Size.iid(), size),
+        CudaArgs::HostAlloc { size, ptr } => {
+            encode::arg_uint(buf, ArgKey::Size.iid(), size);
+            if let Some(p) = ptr {
+                encode::arg_pointer(buf, ArgKey::Ptr.iid(), p);
+            }
+        }
         CudaArgs::HostFree { ptr } => encode::arg_pointer(buf, ArgKey::Ptr.iid(), ptr),
         CudaArgs::GraphLaunch {
             graph_exec,

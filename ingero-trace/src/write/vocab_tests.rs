@@ -35,7 +35,10 @@ fn full_args(op: CudaOp) -> CudaArgs {
             size: Some(4096),
             stream,
         },
-        ArgsShape::HostAlloc => CudaArgs::HostAlloc { size: 1 << 20 },
+        ArgsShape::HostAlloc => CudaArgs::HostAlloc {
+            size: 1 << 20,
+            ptr: Some(0x7f00_2000),
+        },
         ArgsShape::HostFree => CudaArgs::HostFree { ptr: 0x7f00_2000 },
         ArgsShape::Launch => synth::launch_args(64, 0x56),
         ArgsShape::GraphLaunch => CudaArgs::GraphLaunch {

@@ -2,6 +2,6 @@
 //! [`Recorder`](ingero_trace::write::Recorder), each with a planted incident (`fixtures.rs`); the
 //! assertions are on the JSON (`scenarios.rs`) and on the text layout (`golden.rs`).
 
-mod fixtures;
+pub(crate) mod fixtures;
 mod golden;
 mod scenarios;

@@ -160,6 +160,7 @@ fn cuda_args(op: CudaOp, a: &impl Args) -> CudaArgs {
         },
         ArgsShape::HostAlloc => CudaArgs::HostAlloc {
             size: u(ArgKey::Size).unwrap_or(0),
+            ptr: u(ArgKey::Ptr),
         },
         ArgsShape::HostFree => CudaArgs::HostFree {
             ptr: u(ArgKey::Ptr).unwrap_or(0),

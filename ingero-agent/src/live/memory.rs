@@ -1,0 +1,215 @@
+//! GPU memory held per process, for the live table: successful allocations (device, pool,
+//! managed) add their size, frees subtract the size the probes remembered for the pointer
+//! (their own live-allocation map, so the agent keeps no map of its own). A free the probes
+//! could not size (memory allocated before tracing began) is counted, not guessed.
+//!
+//! Bounded: at most [`MAX_MEMORY_PROCESSES`] processes; the calls of others are counted in
+//! [`MemoryTally::untallied`]. A process that exits is dropped (the driver released its memory).
+
+use std::collections::HashMap;
+
+use ingero_ebpf::CudaOp;
+use ingero_trace::model::{CudaArgs, CudaCall, Event, ProcessOp};
+
+use crate::analyze::memory::replay::{MemKind, counts_for_memory};
+
+/// Most processes tallied at once.
+pub const MAX_MEMORY_PROCESSES: usize = 4096;
+
+/// One process's GPU memory.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Held {
+    pub comm: String,
+    pub held: u64,
+    pub peak: u64,
+}
+
+/// GPU memory per process.
+#[derive(Default)]
+pub struct MemoryTally {
+    pub by_pid: HashMap<u32, Held>,
+    /// Frees of pointers the probes had not seen allocated.
+    pub unknown_frees: u64,
+    /// Memory calls of processes past [`MAX_MEMORY_PROCESSES`].
+    pub untallied: u64,
+}
+
+impl MemoryTally {
+    pub fn record(&mut self, event: &Event) {
+        match event {
+            Event::Cuda(c) if counts_for_memory(c.detail.parent) => self.cuda(c),
+            Event::Process(p) if p.op == ProcessOp::Exit => {
+                self.by_pid.remove(&p.task.pid);
+            }
+            _ => {}
+        }
+    }
+
+    fn cuda(&mut self, c: &CudaCall) {
+        // A pitched allocation is not in the probes' map, so its free could not be sized:
+        // left out rather than held forever. Pinned host memory is not the GPU's.
+        let delta = match c.args {
+            CudaArgs::Alloc {
+                size, ptr: Some(_), ..
+            } if c.ret == 0
+                && c.op != CudaOp::CuMemAllocPitch
+                && MemKind::of_alloc(c.op).is_some_and(|k| k != MemKind::Pinned) =>
+            {
+                Some(size as i128)
+            }
+            CudaArgs::Free {
+                ptr, size: None, ..
+            } if c.ret == 0 && ptr != 0 => {
+                self.unknown_frees += 1;
+                None
+            }
+            CudaArgs::Free {
+                size: Some(size), ..
+            } if c.ret == 0 => Some(-(size as i128)),
+            _ => None,
+        };
+        let Some(delta) = delta else { return };
+        let pid = c.task.pid;
+        if !self.by_pid.contains_key(&pid) && self.by_pid.len() >= MAX_MEMORY_PROCESSES {
+            self.untallied += 1;
+            return;
+        }
+        let h = self.by_pid.entry(pid).or_default();
+        if c.task.pid == c.task.tid || h.comm.is_empty() {
+            let name = c.task.comm.as_str();
+            if h.comm != name {
+                h.comm = name.into_owned();
+            }
+        }
+        h.held = if delta >= 0 {
+            h.held.saturating_add(delta as u64)
+        } else {
+            h.held.saturating_sub(delta.unsigned_abs() as u64)
+        };
+        h.peak = h.peak.max(h.held);
+    }
+
+    /// The `n` processes holding the most: (pid, held), most first.
+    pub fn top(&self, n: usize) -> Vec<(u32, &Held)> {
+        let mut all: Vec<(u32, &Held)> = self
+            .by_pid
+            .iter()
+            .filter(|(_, h)| h.peak > 0)
+            .map(|(p, h)| (*p, h))
+            .collect();
+        all.sort_by(|a, b| {
+            (b.1.held, b.1.peak)
+                .cmp(&(a.1.held, a.1.peak))
+                .then(a.0.cmp(&b.0))
+        });
+        all.truncate(n);
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ingero_trace::model::{CallDetail, Comm, ProcessEvent, Task};
+
+    fn task(pid: u32) -> Task {
+        Task {
+            pid,
+            tid: pid,
+            comm: Comm::from_str_lossy(&format!("p{pid}")),
+            cgroup_id: 0,
+            cpu: 0,
+        }
+    }
+
+    fn call(pid: u32, op: CudaOp, args: CudaArgs, parent: Option<CudaOp>) -> Event {
+        Event::Cuda(CudaCall {
+            ts_ns: 1,
+            duration_ns: 1,
+            task: task(pid),
+            op,
+            ret: 0,
+            args,
+            detail: CallDetail {
+                parent,
+                ..Default::default()
+            },
+        })
+    }
+
+    fn alloc(size: u64) -> CudaArgs {
+        CudaArgs::Alloc {
+            size,
+            ptr: Some(0x1000),
+            stream: None,
+        }
+    }
+
+    fn free(size: Option<u64>) -> CudaArgs {
+        CudaArgs::Free {
+            ptr: 0x1000,
+            size,
+            stream: None,
+        }
+    }
+
+    #[test]
+    fn held_and_peak_follow_allocations_and_sized_frees_once_per_call() {
+        let mut m = MemoryTally::default();
+        m.record(&call(1, CudaOp::Malloc, alloc(100), None));
+        // The driver call inside cudaMalloc is the same memory.
+        m.record(&call(
+            1,
+            CudaOp::CuMemAlloc,
+            alloc(100),
+            Some(CudaOp::Malloc),
+        ));
+        m.record(&call(1, CudaOp::MallocAsync, alloc(50), None));
+        m.record(&call(1, CudaOp::Free, free(Some(100)), None));
+        m.record(&call(
+            1,
+            CudaOp::CuMemFree,
+            free(Some(100)),
+            Some(CudaOp::Free),
+        ));
+        m.record(&call(1, CudaOp::Free, free(None), None));
+        m.record(&call(
+            1,
+            CudaOp::MallocHost,
+            CudaArgs::HostAlloc {
+                size: 1 << 30,
+                ptr: Some(1),
+            },
+            None,
+        ));
+        m.record(&call(2, CudaOp::Malloc, alloc(500), None));
+        assert_eq!(m.by_pid[&1].held, 50);
+        assert_eq!(m.by_pid[&1].peak, 150);
+        assert_eq!(m.by_pid[&1].comm, "p1");
+        assert_eq!(m.unknown_frees, 1);
+        let top = m.top(5);
+        assert_eq!(top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![2, 1]);
+        m.record(&Event::Process(ProcessEvent {
+            ts_ns: 2,
+            task: task(2),
+            op: ProcessOp::Exit,
+            other_pid: 0,
+            clone_flags_known: true,
+            text: String::new(),
+        }));
+        assert!(
+            !m.by_pid.contains_key(&2),
+            "an exited process holds nothing"
+        );
+    }
+
+    #[test]
+    fn processes_are_bounded_and_the_rest_counted() {
+        let mut m = MemoryTally::default();
+        for pid in 0..(MAX_MEMORY_PROCESSES as u32 + 3) {
+            m.record(&call(pid + 1, CudaOp::Malloc, alloc(1), None));
+        }
+        assert_eq!(m.by_pid.len(), MAX_MEMORY_PROCESSES);
+        assert_eq!(m.untallied, 3);
+    }
+}
