@@ -4,4 +4,5 @@
 
 mod fixtures;
 mod golden;
+mod ranks;
 mod scenarios;
