@@ -20,5 +20,6 @@ pub mod kernels;
 pub mod live;
 pub mod pipeline;
 pub mod probes;
+pub mod ranks;
 pub mod recording;
 pub mod timeline;

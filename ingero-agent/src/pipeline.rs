@@ -7,6 +7,10 @@
 //! A name is always submitted before any launch that uses it, so a launch whose handle is
 //! unknown first takes whatever the names ring holds, then asks the store (which falls back to
 //! the ELF symbols of the process).
+//!
+//! The first event of each process (when recording or printing `--json`) also reads its rank
+//! from its environment ([`crate::ranks`]); a rank becomes an annotation written just before
+//! that event, through the same path as the annotations clients send.
 
 use std::{
     collections::BTreeMap,
@@ -17,13 +21,14 @@ use ingero_trace::json::{Line, write_line};
 use serde::Serialize;
 
 use aya::maps::{MapData, RingBuf};
-use ingero_trace::model::{CudaArgs, CudaCall, Event, NameSource, ProcessOp};
+use ingero_trace::model::{AnnotationRecord, CudaArgs, CudaCall, Event, NameSource, ProcessOp};
 
 use crate::{
     decode::{self, DecodeError, NameFact, NameWhat},
     graphs::Graphs,
     kernels::{KernelNameLimits, KernelNames},
     live::Stats,
+    ranks::Ranks,
     recording::Recording,
 };
 
@@ -43,6 +48,8 @@ pub struct Pipeline {
     pub graphs: Graphs,
     /// The names ring, when the pipeline drains it itself (the agent; not the benchmarks).
     names: Option<RingBuf<MapData>>,
+    /// The processes seen, and the rank labels read from their environments.
+    pub ranks: Ranks,
 }
 
 impl Pipeline {
@@ -57,6 +64,7 @@ impl Pipeline {
             kernels: KernelNames::new(KernelNameLimits::default()),
             graphs: Graphs::default(),
             names: None,
+            ranks: Ranks::default(),
         }
     }
 
@@ -141,6 +149,11 @@ impl Pipeline {
                     }
                     _ => {}
                 }
+                if self.recording.is_some() || self.json_enabled() {
+                    if let Some(rank) = self.ranks.observe(&event) {
+                        self.write_annotation(rank);
+                    }
+                }
                 self.stats.record(&event);
                 // The view is built only with `--json`: this is the drain path.
                 if self.json_enabled() {
@@ -151,6 +164,14 @@ impl Pipeline {
                 }
             }
             Err(err) => self.count_decode_error(err),
+        }
+    }
+
+    /// Writes an annotation wherever events go: a `--json` line and the recording.
+    pub fn write_annotation(&mut self, record: AnnotationRecord) {
+        self.write_json_line(&Line::Annotation(&record));
+        if let Some(recording) = self.recording.as_mut() {
+            recording.push_annotation(record);
         }
     }
 

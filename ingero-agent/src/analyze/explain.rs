@@ -10,6 +10,7 @@ use super::Analysis;
 use super::aggregate::Aggregate;
 use super::findings::{self, Finding, SLOW_GROUP_KEYS};
 use super::fmt;
+use super::groups::GroupSpec;
 use super::json::Json;
 use super::query::{REQUEST_KEY, RequestRow, request_report};
 use super::table::{Table, csv_cell};
@@ -32,20 +33,24 @@ pub struct RequestRanking {
     pub requests: Vec<RequestRow>,
 }
 
-/// The label groupings the findings need: `--by KEY`, else the usual keys present.
-pub fn groupings(an: &Analysis, by: Option<&str>, by_request: bool) -> Vec<Vec<String>> {
+/// The label groupings the findings need: for slow groups `--by KEY`, else the usual keys
+/// present, each merging processes (a step is slow as a whole); then, for stragglers, the
+/// steps per process (last; see [`findings::straggler_grouping`]).
+pub fn groupings(an: &Analysis, by: Option<&str>, by_request: bool) -> Vec<GroupSpec> {
     if by_request {
-        return vec![vec![REQUEST_KEY.to_owned()]];
+        return vec![GroupSpec::merged(vec![REQUEST_KEY.to_owned()])];
     }
     let labels = &an.index.labels;
-    match by {
-        Some(k) => vec![vec![k.to_owned()]],
+    let mut out: Vec<GroupSpec> = match by {
+        Some(k) => vec![GroupSpec::merged(vec![k.to_owned()])],
         None => SLOW_GROUP_KEYS
             .iter()
             .filter(|k| labels.key(k).is_some())
-            .map(|k| vec![(*k).to_owned()])
+            .map(|k| GroupSpec::merged(vec![(*k).to_owned()]))
             .collect(),
-    }
+    };
+    out.extend(findings::straggler_grouping(labels));
+    out
 }
 
 pub fn report(an: &Analysis, agg: &Aggregate) -> ExplainReport {

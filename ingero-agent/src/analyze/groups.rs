@@ -4,6 +4,13 @@
 //! An event belongs to every combination of the values its keys had at its start: one per
 //! key for instant labels, possibly several for overlapping spans (the overlap semantics of
 //! `--by-request`). Events without a value for some key belong to no group of that grouping.
+//!
+//! Processes: the pseudo key [`PID_KEY`] groups by the event's process. Without it, a
+//! grouping made [`GroupSpec::per_process`] keeps the events of each process apart whenever
+//! a value they carry is scoped to that process (two ranks' `step=7` are two groups), while
+//! trace-wide values still make one group; otherwise processes are merged. A group's key is
+//! the values of its keys in order (the pid itself for [`PID_KEY`]), then, per process, the
+//! pid or [`MERGED`].
 
 use ingero_ebpf::{CudaOp, OffCpuReason};
 use serde::Serialize;
@@ -194,9 +201,38 @@ pub fn add_preempter(list: &mut Vec<(u32, u64)>, who: u32, ns: u64) {
 /// A value without a group yet (in `slot_of_value`).
 const NO_SLOT: u32 = u32::MAX;
 
+/// The pseudo key meaning "the event's process" (not a label: a label of that name cannot be
+/// grouped by).
+pub const PID_KEY: &str = "pid";
+
+/// The process part of a per-process group's key when its values were trace-wide.
+pub const MERGED: u32 = u32::MAX;
+
+/// What one grouping groups by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSpec {
+    /// Label keys, and maybe [`PID_KEY`].
+    pub keys: Vec<String>,
+    /// Keep processes apart where their values are process-scoped (the default of
+    /// `query --group-by`; `--merge-processes` turns it off).
+    pub per_process: bool,
+}
+
+impl GroupSpec {
+    /// A grouping by `keys` that merges processes.
+    pub fn merged(keys: Vec<String>) -> GroupSpec {
+        GroupSpec {
+            keys,
+            per_process: false,
+        }
+    }
+}
+
 /// The groups of one `--group-by KEY[,KEY]`.
 pub struct Grouping {
     pub keys: Vec<String>,
+    /// A process part ends each group's key (per process, and no [`PID_KEY`] among the keys).
+    pub per_process: bool,
     /// Whether any key is a span key (overlap semantics apply).
     pub overlapping: bool,
     /// Filled by [`Grouping::finish`] once the scan is done.
@@ -217,12 +253,15 @@ pub struct Grouping {
 }
 
 impl Grouping {
-    pub fn new(keys: Vec<String>, index: &LabelIndex) -> Grouping {
-        let overlapping = keys.iter().any(|k| index.is_span_key(k));
+    pub fn new(spec: GroupSpec, index: &LabelIndex) -> Grouping {
+        let GroupSpec { keys, per_process } = spec;
+        let overlapping = keys.iter().any(|k| k != PID_KEY && index.is_span_key(k));
+        let per_process = per_process && !keys.iter().any(|k| k == PID_KEY);
         Grouping {
             values: vec![Vec::new(); keys.len()],
             idx: vec![0; keys.len()],
             keys,
+            per_process,
             overlapping,
             groups: FastMap::default(),
             slots: Vec::new(),
@@ -265,17 +304,35 @@ impl Grouping {
     pub(super) fn resolve(&mut self, index: &LabelIndex, pid: u32, t: u64) -> u64 {
         self.resolved.clear();
         let mut end = u64::MAX;
+        let mut scoped = false;
         for (i, k) in self.keys.iter().enumerate() {
             self.values[i].clear();
+            if k == PID_KEY {
+                self.values[i].push(pid);
+                continue;
+            }
             let Some(key) = index.key(k) else {
                 return end;
             };
-            end = end.min(key.values_until(pid, t, &mut self.values[i]));
+            let (until, own) = key.values_until_scoped(pid, t, &mut self.values[i]);
+            end = end.min(until);
+            scoped |= own;
             if self.values[i].is_empty() {
                 return end;
             }
         }
-        if let ([one], [_]) = (self.values.as_slice(), self.keys.as_slice()) {
+        // The process part of the key, when there is one.
+        let process = match (self.per_process, scoped) {
+            (false, _) => None,
+            (true, true) => Some(pid),
+            (true, false) => Some(MERGED),
+        };
+        if let ([one], [key], None | Some(MERGED)) =
+            (self.values.as_slice(), self.keys.as_slice(), process)
+        {
+            if key == PID_KEY {
+                return self.resolve_combos(process, end);
+            }
             for v in one {
                 let i = *v as usize;
                 if self.slot_of_value.len() <= i {
@@ -284,19 +341,27 @@ impl Grouping {
                 let mut slot = self.slot_of_value[i];
                 if slot == NO_SLOT {
                     slot = self.slots.len() as u32;
-                    self.slots.push((vec![*v], GroupStats::default()));
+                    let mut values = vec![*v];
+                    values.extend(process);
+                    self.slots.push((values, GroupStats::default()));
                     self.slot_of_value[i] = slot;
                 }
                 self.resolved.push(slot);
             }
             return end;
         }
-        // Cartesian product of the keys' values (almost always a single combination).
+        self.resolve_combos(process, end)
+    }
+
+    /// The general case of [`Self::resolve`]: every combination of the keys' values (almost
+    /// always a single one), with the process part; returns `end`.
+    fn resolve_combos(&mut self, process: Option<u32>, end: u64) -> u64 {
         self.idx.iter_mut().for_each(|i| *i = 0);
         loop {
             self.combo.clear();
             self.combo
                 .extend(self.idx.iter().enumerate().map(|(k, i)| self.values[k][*i]));
+            self.combo.extend(process);
             let slot = match self.slot_of.get(self.combo.as_slice()) {
                 Some(s) => *s,
                 None => {
@@ -331,6 +396,21 @@ impl Grouping {
     #[inline]
     pub(super) fn slot_stats(&mut self, slot: u32) -> Option<&mut GroupStats> {
         self.slots.get_mut(slot as usize).map(|(_, g)| g)
+    }
+
+    /// The process a group's key names: its [`PID_KEY`] value or its process part (`None`
+    /// for a group that merges processes).
+    pub fn process_of(&self, values: &[ValueId]) -> Option<u32> {
+        if let Some(i) = self.keys.iter().position(|k| k == PID_KEY) {
+            return values.get(i).copied();
+        }
+        if !self.per_process {
+            return None;
+        }
+        values
+            .get(self.keys.len())
+            .copied()
+            .filter(|p| *p != MERGED)
     }
 
     /// Moves the groups gathered during the scan into [`Grouping::groups`].
@@ -390,7 +470,10 @@ mod tests {
     }
 
     fn grouped(ix: &LabelIndex, keys: &[&str], events: &[(u32, u64)]) -> Vec<(Vec<String>, u64)> {
-        let mut g = Grouping::new(keys.iter().map(|k| (*k).to_owned()).collect(), ix);
+        let mut g = Grouping::new(
+            GroupSpec::merged(keys.iter().map(|k| (*k).to_owned()).collect()),
+            ix,
+        );
         for (pid, t) in events {
             g.for_each_group(ix, *pid, *t, |s| s.cuda_calls += 1);
         }
@@ -442,5 +525,90 @@ mod tests {
                 "grouping by {keys:?}"
             );
         }
+    }
+
+    /// Groups of `spec` as (label values, process) with their event counts.
+    fn by_process(
+        ix: &LabelIndex,
+        spec: GroupSpec,
+        events: &[(u32, u64)],
+    ) -> Vec<(Vec<String>, Option<u32>, u64)> {
+        let mut g = Grouping::new(spec, ix);
+        for (pid, t) in events {
+            g.for_each_group(ix, *pid, *t, |s| s.cuda_calls += 1);
+        }
+        g.finish();
+        let mut v: Vec<_> = g
+            .groups
+            .iter()
+            .map(|(k, s)| {
+                let labels = g
+                    .keys
+                    .iter()
+                    .zip(k)
+                    .map(|(key, v)| match key.as_str() {
+                        PID_KEY => format!("pid {v}"),
+                        _ => ix.value(*v).to_owned(),
+                    })
+                    .collect();
+                (labels, g.process_of(k), s.cuda_calls)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn process_scoped_values_split_by_process_and_pid_is_a_key() {
+        let mut ix = LabelIndex::default();
+        ix.add_state(&state(Some(7), "step", "1", 0, 10));
+        ix.add_state(&state(Some(8), "step", "1", 0, 10));
+        ix.add_state(&state(None, "step", "g", 10, 20));
+        ix.add_state(&state(Some(7), "rank", "0", 0, 20));
+        ix.add_state(&state(Some(8), "rank", "1", 0, 20));
+        ix.seal();
+        let events = [(7, 1), (8, 2), (8, 3), (7, 11), (8, 12)];
+        let spec = |keys: &[&str], per_process| GroupSpec {
+            keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+            per_process,
+        };
+        let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            by_process(&ix, spec(&["step"], true), &events),
+            [
+                (s(&["1"]), Some(7), 1),
+                (s(&["1"]), Some(8), 2),
+                (s(&["g"]), None, 2),
+            ],
+            "own values per process, the trace-wide one merged"
+        );
+        assert_eq!(
+            by_process(&ix, spec(&["step"], false), &events),
+            [(s(&["1"]), None, 3), (s(&["g"]), None, 2)]
+        );
+        assert_eq!(
+            by_process(&ix, spec(&["step", "pid"], true), &events),
+            [
+                (s(&["1", "pid 7"]), Some(7), 1),
+                (s(&["1", "pid 8"]), Some(8), 2),
+                (s(&["g", "pid 7"]), Some(7), 1),
+                (s(&["g", "pid 8"]), Some(8), 1),
+            ],
+            "the pid key splits trace-wide values too"
+        );
+        assert_eq!(
+            by_process(&ix, spec(&["rank"], false), &events),
+            [(s(&["0"]), None, 2), (s(&["1"]), None, 3)]
+        );
+        assert_eq!(
+            by_process(&ix, spec(&["pid"], true), &events).len(),
+            2,
+            "pid alone"
+        );
+        // Context: a merged group names only what its processes agree on.
+        assert!(ix.context_at(1, &[]).iter().all(|(k, _)| *k != "rank"));
+        assert!(ix.context_of(8, 1, &[]).contains(&("rank", "1")));
+        assert_eq!(ix.process_value("rank", 7), Some("0"));
+        assert_eq!(ix.process_value("rank", 9), None);
     }
 }

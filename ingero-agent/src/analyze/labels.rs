@@ -205,34 +205,126 @@ impl LabelIndex {
         out
     }
 
-    /// The other labels in force at `t` (any scope), for showing a group with its context
-    /// (`step=3` with `phase=train`, `epoch=0`). Keys in `exclude` are left out; per key the
-    /// process-scoped value wins over the trace-wide one, then the first span found.
+    /// Every value `key` took during an interval that overlaps `range`, with the process it
+    /// was scoped to (`None`: trace-wide), for scopes in `pids` (all when empty) and the
+    /// trace-wide one. Sorted, without repeats.
+    pub fn values_of_scoped(
+        &self,
+        key: &str,
+        pids: &[u32],
+        range: (u64, u64),
+    ) -> Vec<(ValueId, Option<u32>)> {
+        let Some(k) = self.keys.get(key) else {
+            return Vec::new();
+        };
+        let in_scope =
+            |scope: &Option<u32>| scope.is_none_or(|p| pids.is_empty() || pids.contains(&p));
+        let overlapping = |scope: &Option<u32>, list: &[Interval]| {
+            let scope = *scope;
+            list.iter()
+                .filter(move |i| i.start <= range.1 && i.end >= range.0)
+                .map(move |i| (i.value, scope))
+                .collect::<Vec<_>>()
+        };
+        let mut out: Vec<(ValueId, Option<u32>)> = k
+            .states
+            .iter()
+            .filter(|(scope, _)| in_scope(scope))
+            .flat_map(|(scope, s)| overlapping(scope, &s.list))
+            .chain(
+                k.spans
+                    .iter()
+                    .filter(|(scope, _)| in_scope(scope))
+                    .flat_map(|(scope, s)| overlapping(scope, &s.list)),
+            )
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// For every value of `key` and every process scope it had, the intervals during which it
+    /// held there (states and spans), unsorted. Trace-wide intervals are not included: see
+    /// [`Self::intervals_by_value`].
+    pub fn intervals_by_value_in_process(
+        &self,
+        key: &str,
+    ) -> FastMap<(ValueId, u32), Vec<(u64, u64)>> {
+        let mut out: FastMap<(ValueId, u32), Vec<(u64, u64)>> = FastMap::default();
+        if let Some(k) = self.keys.get(key) {
+            let states = k.states.iter().map(|(s, l)| (*s, &l.list));
+            let spans = k.spans.iter().map(|(s, l)| (*s, &l.list));
+            for (scope, list) in states.chain(spans) {
+                let Some(pid) = scope else { continue };
+                for i in list {
+                    out.entry((i.value, pid))
+                        .or_default()
+                        .push((i.start, i.end));
+                }
+            }
+        }
+        out
+    }
+
+    /// The last value `key` took in `pid`'s own scope (a state, else a span), at any time: what
+    /// a process is (its rank) even for events before the label was set.
+    pub fn process_value(&self, key: &str, pid: u32) -> Option<&str> {
+        let k = self.keys.get(key)?;
+        let last = |list: Option<&Vec<Interval>>| list.and_then(|l| l.last()).map(|i| i.value);
+        last(k.states.get(&Some(pid)).map(|s| &s.list))
+            .or_else(|| last(k.spans.get(&Some(pid)).map(|s| &s.list)))
+            .map(|v| self.value(v))
+    }
+
+    /// The other labels in force at `t`, for showing a group with its context (`step=3` with
+    /// `phase=train`, `epoch=0`). Keys in `exclude` are left out. Per key, the processes'
+    /// own values win over the trace-wide one, but only when they agree: a group that merges
+    /// rank 0 and rank 1 names no rank. Then the first span found.
     pub fn context_at(&self, t: u64, exclude: &[String]) -> Vec<(&str, &str)> {
+        self.context(None, t, exclude)
+    }
+
+    /// [`Self::context_at`] for the events of one process: its own values, else the
+    /// trace-wide ones; other processes' labels are not looked at.
+    pub fn context_of(&self, pid: u32, t: u64, exclude: &[String]) -> Vec<(&str, &str)> {
+        self.context(Some(pid), t, exclude)
+    }
+
+    fn context(&self, pid: Option<u32>, t: u64, exclude: &[String]) -> Vec<(&str, &str)> {
         let mut out = Vec::new();
         let mut found = Vec::new();
         for (name, key) in &self.keys {
             if exclude.iter().any(|e| e == name) {
                 continue;
             }
-            found.clear();
-            let mut scopes: Vec<&Option<u32>> = key.states.keys().chain(key.spans.keys()).collect();
+            let mut scopes: Vec<Option<u32>> = match pid {
+                Some(p) => vec![Some(p), None],
+                None => key.states.keys().chain(key.spans.keys()).copied().collect(),
+            };
             // Process scopes before the trace-wide one, in a stable order.
-            scopes.sort_by_key(|s| (s.is_none(), **s));
+            scopes.sort_by_key(|s| (s.is_none(), *s));
             scopes.dedup();
+            let mut value: Option<ValueId> = None;
+            let mut disagree = false;
             for scope in scopes {
-                if let Some(v) = key.states.get(scope).and_then(|st| state_at(st, t)) {
-                    found.push(v);
-                }
-                if let Some(sp) = key.spans.get(scope) {
-                    spans_at(sp, t, &mut found);
-                }
-                if !found.is_empty() {
+                if scope.is_none() && (value.is_some() || disagree) {
                     break;
                 }
+                found.clear();
+                if let Some(v) = key.states.get(&scope).and_then(|st| state_at(st, t)) {
+                    found.push(v);
+                }
+                if let Some(sp) = key.spans.get(&scope) {
+                    spans_at(sp, t, &mut found);
+                }
+                match (found.first(), value) {
+                    (Some(v), None) => value = Some(*v),
+                    (Some(v), Some(held)) if *v != held => disagree = true,
+                    _ => {}
+                }
             }
-            if let Some(v) = found.first() {
-                out.push((name.as_str(), self.value(*v)));
+            if let (Some(v), false) = (value, disagree) {
+                out.push((name.as_str(), self.value(v)));
             }
         }
         out
@@ -249,6 +341,13 @@ impl<'a> KeyRef<'a> {
     /// [`Self::values_at`], also returning the end of the interval `[t, end)` over which the
     /// answer stays the same, so a caller can reuse it for the events that follow.
     pub fn values_until(&self, pid: u32, t: u64, out: &mut Vec<ValueId>) -> u64 {
+        self.values_until_scoped(pid, t, out).0
+    }
+
+    /// [`Self::values_until`], also saying whether any value came from the process's own
+    /// scope (a process-scoped state or span) rather than a trace-wide one. That too holds
+    /// until the returned end.
+    pub fn values_until_scoped(&self, pid: u32, t: u64, out: &mut Vec<ValueId>) -> (u64, bool) {
         let (own, own_end) = match self.key.states.get(&Some(pid)) {
             Some(s) => state_until(s, t),
             None => (None, u64::MAX),
@@ -263,15 +362,18 @@ impl<'a> KeyRef<'a> {
                 None => (None, own_end),
             },
         };
+        let mut scoped = own.is_some();
         if let Some(v) = state {
             out.push(v);
         }
         for scope in [Some(pid), None] {
             if let Some(s) = self.key.spans.get(&scope) {
+                let before = out.len();
                 end = end.min(spans_until(s, t, out));
+                scoped |= scope.is_some() && out.len() > before;
             }
         }
-        end
+        (end, scoped)
     }
 }
 

@@ -3,7 +3,7 @@
 //! # Interface
 //! ```ignore
 //! let an = Analysis::open(Some(path), &SelectionSpec { since: Some("5m".into()), ..Default::default() })?;
-//! let q = analyze::query(&an, &QueryMode::GroupBy(vec!["step".into()]))?;   // QueryReport
+//! let q = analyze::query(&an, &QueryMode::group_by(&["step"]))?;   // QueryReport
 //! println!("{}", q.text(an.origin()));   // or q.json(), q.csv(origin)
 //! let e = analyze::explain(&an, None)?;   // ExplainReport: findings, most severe first
 //! let r = analyze::rank_requests(&an)?;   // RequestRanking: caveat + requests

@@ -9,12 +9,16 @@ use serde_json::{Map, Value};
 use super::Analysis;
 use super::aggregate::{Aggregate, Names, Needs};
 use super::fmt;
-use super::groups::{GroupStats, Grouping};
+use super::groups::{GroupSpec, GroupStats, Grouping, MERGED, PID_KEY};
 use super::intervals;
 use super::json::Json;
 use super::kernels::{self, KernelRow};
 use super::labels::ValueId;
 use super::table::Table;
+
+/// The label carrying a process's rank (the agent's, from the launcher's environment, or an
+/// adapter's).
+pub const RANK_KEY: &str = "rank";
 
 /// The label key `--by-request` groups by.
 pub const REQUEST_KEY: &str = "request_id";
@@ -26,7 +30,9 @@ pub const OVERLAP_CAVEAT: &str = "Requests overlap in time (for example under co
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum QueryMode {
     Ops,
-    GroupBy(Vec<String>),
+    /// `--group-by`: label keys (and the `pid` pseudo key), per process unless
+    /// `--merge-processes`.
+    GroupBy(GroupSpec),
     ByRequest,
     /// `--group-by kernel`: one row per kernel and per replayed graph.
     ByKernel,
@@ -60,10 +66,26 @@ pub struct Preempter {
     pub ns: u64,
 }
 
+impl QueryMode {
+    /// `--group-by KEYS`, per process (the default).
+    pub fn group_by(keys: &[&str]) -> QueryMode {
+        QueryMode::GroupBy(GroupSpec {
+            keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+            per_process: true,
+        })
+    }
+}
+
 /// One label group.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct GroupRow {
     pub labels: Map<String, Value>,
+    /// The process, when the group is one process's (per-process grouping, or `pid` key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The `rank` label of the group, when it has one (a number).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
     /// Where the group's label values held (first start, last end, within the selection).
     pub start_ns: u64,
     pub end_ns: u64,
@@ -108,11 +130,12 @@ pub enum QueryReport {
 }
 
 /// The groupings the aggregation pass needs for `mode`.
-pub fn groupings_for(mode: &QueryMode) -> Vec<Vec<String>> {
+pub fn groupings_for(mode: &QueryMode) -> Vec<GroupSpec> {
     match mode {
         QueryMode::Ops | QueryMode::ByKernel => Vec::new(),
-        QueryMode::GroupBy(keys) => vec![keys.clone()],
-        QueryMode::ByRequest => vec![vec![REQUEST_KEY.to_owned()]],
+        QueryMode::GroupBy(spec) => vec![spec.clone()],
+        // Requests are the job's, whichever process served them.
+        QueryMode::ByRequest => vec![GroupSpec::merged(vec![REQUEST_KEY.to_owned()])],
     }
 }
 
@@ -153,25 +176,42 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
     // A group in which nothing was traced (a CPU-only step) is still a row, with zeros; not
     // under `--label`, where such a row could be a value the filter excludes.
     let mut empty: Vec<(Vec<ValueId>, GroupStats)> = Vec::new();
-    // Per key, each value's intervals, gathered once.
+    // Per key, each value's intervals (and, for per-process groups, each process's), gathered
+    // once.
     let by_value: Vec<_> = g
         .keys
         .iter()
         .map(|k| labels.intervals_by_value(k))
         .collect();
-    let intervals_of = |key: usize, v: ValueId| {
-        by_value
-            .get(key)
-            .and_then(|m| m.get(&v))
+    let by_process: Vec<_> = g
+        .keys
+        .iter()
+        .map(|k| labels.intervals_by_value_in_process(k))
+        .collect();
+    let intervals_of = |key: usize, v: ValueId, pid: Option<u32>| {
+        pid.and_then(|p| by_process.get(key).and_then(|m| m.get(&(v, p))))
+            .or_else(|| by_value.get(key).and_then(|m| m.get(&v)))
             .cloned()
             .unwrap_or_default()
     };
     if let ([key], true) = (g.keys.as_slice(), an.selection.labels.is_empty()) {
-        for v in labels.values_of(key, &an.selection.pids, range) {
-            let held = intervals::intersect(&[range], &intervals::union(intervals_of(0, v)));
+        let values: Vec<(ValueId, Option<u32>)> = if key == PID_KEY {
+            Vec::new()
+        } else if g.per_process {
+            labels.values_of_scoped(key, &an.selection.pids, range)
+        } else {
+            let values = labels.values_of(key, &an.selection.pids, range);
+            values.into_iter().map(|v| (v, None)).collect()
+        };
+        for (v, scope) in values {
+            let mut group = vec![v];
+            if g.per_process {
+                group.push(scope.unwrap_or(MERGED));
+            }
+            let held = intervals::intersect(&[range], &intervals::union(intervals_of(0, v, scope)));
             // A value set at the very end (held for no time) is not a group.
-            if !g.groups.contains_key([v].as_slice()) && intervals::total(&held) > 0 {
-                empty.push((vec![v], GroupStats::default()));
+            if !g.groups.contains_key(group.as_slice()) && intervals::total(&held) > 0 {
+                empty.push((group, GroupStats::default()));
             }
         }
     }
@@ -180,23 +220,33 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
         .iter()
         .chain(empty.iter().map(|(v, s)| (v, s)))
         .map(|(values, s)| {
+            let pid = g.process_of(values);
             let mut held = vec![range];
             let mut map = Map::new();
             for (k, (key, v)) in g.keys.iter().zip(values).enumerate() {
+                if key == PID_KEY {
+                    map.insert(key.clone(), Value::String(v.to_string()));
+                    continue;
+                }
                 map.insert(key.clone(), Value::String(labels.value(*v).to_owned()));
-                let iv = intervals::union(intervals_of(k, *v));
+                let iv = intervals::union(intervals_of(k, *v, pid));
                 held = intervals::intersect(&held, &iv);
             }
-            // The other labels in force at the start of each of the group's intervals, so a
-            // step row says its phase and the request it began in (but a request id reused
-            // across steps names no step).
+            // The other labels in force at the start of each of the group's intervals (the
+            // process's own, for one process's group), so a step row says its phase, its
+            // rank and the request it began in (but a request id reused across steps names
+            // no step).
+            let context_at = |t: u64| match pid {
+                Some(p) => labels.context_of(p, t, &g.keys),
+                None => labels.context_at(t, &g.keys),
+            };
             if let Some(((first, _), rest)) = held.split_first() {
-                let mut ctx = labels.context_at(*first, &g.keys);
+                let mut ctx = context_at(*first);
                 for (start, _) in rest {
                     if ctx.is_empty() {
                         break;
                     }
-                    let here = labels.context_at(*start, &g.keys);
+                    let here = context_at(*start);
                     ctx.retain(|kv| here.contains(kv));
                 }
                 for (k, v) in ctx {
@@ -204,6 +254,14 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
                 }
             }
             let mut row = group_row(map, &held, s, g.overlapping);
+            row.pid = pid;
+            // The process's rank even where the group began before the agent saw it.
+            row.rank = row
+                .labels
+                .get(RANK_KEY)
+                .and_then(Value::as_str)
+                .or_else(|| pid.and_then(|p| labels.process_value(RANK_KEY, p)))
+                .and_then(|r| r.parse().ok());
             row.preempted_by = s
                 .preempters
                 .iter()
@@ -221,6 +279,7 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
         (a.start_ns, a.end_ns)
             .cmp(&(b.start_ns, b.end_ns))
             .then_with(|| label_text(&a.labels).cmp(&label_text(&b.labels)))
+            .then(a.pid.cmp(&b.pid))
     });
     rows
 }
@@ -233,6 +292,8 @@ fn group_row(
 ) -> GroupRow {
     GroupRow {
         labels,
+        pid: None,
+        rank: None,
         start_ns: held.first().map_or(s.first_ns, |h| h.0),
         end_ns: held.last().map_or(s.last_ns, |h| h.1),
         duration_ns: intervals::total(held),
@@ -384,11 +445,23 @@ impl QueryReport {
                 t
             }
             QueryReport::Groups(rows) => {
+                // A pid column only when the rows are several processes' (the rank, where
+                // known, is among the labels).
+                let mut pids: Vec<u32> = rows.iter().filter_map(|r| r.pid).collect();
+                pids.sort_unstable();
+                pids.dedup();
+                let with_pid = pids.len() > 1;
                 let mut h = vec!["labels"];
+                if with_pid {
+                    h.push("pid");
+                }
                 h.extend(GROUP_HEADERS);
                 let mut t = Table::new(&h);
                 for r in rows {
                     let mut cells = vec![label_text(&r.labels)];
+                    if with_pid {
+                        cells.push(r.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()));
+                    }
                     cells.extend(group_cells(r, origin));
                     t.push(cells);
                 }

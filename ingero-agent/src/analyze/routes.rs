@@ -315,6 +315,7 @@ mod tests {
     use ingero_ebpf::{CudaOp, OffCpuReason};
 
     use super::*;
+    use crate::analyze::groups::GroupSpec;
     use crate::analyze::labels::test_records::state;
     use ingero_trace::fast_map::FastMap;
     use ingero_trace::model::ThreadRef;
@@ -437,7 +438,7 @@ mod tests {
         let ix = index();
         let events = events();
         // Each event added to each of its groups in turn.
-        let mut direct = Grouping::new(vec!["step".into()], &ix);
+        let mut direct = Grouping::new(GroupSpec::merged(vec!["step".into()]), &ix);
         let mut direct_total = GroupStats::default();
         for e in &events {
             match e {
@@ -451,7 +452,7 @@ mod tests {
                 }
             }
         }
-        let mut groupings = vec![Grouping::new(vec!["step".into()], &ix)];
+        let mut groupings = vec![Grouping::new(GroupSpec::merged(vec!["step".into()]), &ix)];
         let mut total = GroupStats::default();
         let mut routes = Routes::new(true);
         let mut sinks = Sinks {

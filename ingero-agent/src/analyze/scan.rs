@@ -11,7 +11,7 @@ use ingero_ebpf::cuda_ops::MAX_OP;
 
 use super::activity::{Activity, ProcBins};
 use super::aggregate::{Aggregate, Names, Needs, add_error};
-use super::groups::{GroupStats, Grouping};
+use super::groups::{GroupSpec, GroupStats, Grouping};
 use super::index::TraceIndex;
 use super::labels::ValueId;
 use super::ops::OpStats;
@@ -29,12 +29,12 @@ use ingero_trace::read::{TimeRange, TraceReader};
 pub fn run(
     ix: &TraceIndex,
     sel: &Selection,
-    groupings: Vec<Vec<String>>,
+    groupings: Vec<GroupSpec>,
     needs: Needs,
 ) -> Result<Aggregate> {
     let groupings = groupings
         .into_iter()
-        .map(|keys| Grouping::new(keys, &ix.labels))
+        .map(|spec| Grouping::new(spec, &ix.labels))
         .collect();
     let mut scan = Scan::new(ix, sel, groupings, needs);
     // The range is checked by the scan, on the two kinds of record it reads, rather than by

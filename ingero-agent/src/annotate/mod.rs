@@ -18,7 +18,7 @@
 //! `counters`, `received` (the output type), `shared` (the state connections
 //! share), `server` (accept loop).
 
-mod authz;
+pub(crate) mod authz;
 mod config;
 mod conn;
 mod counters;

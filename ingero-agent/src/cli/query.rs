@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
+use crate::analyze::groups::GroupSpec;
 use crate::analyze::kernels::KERNEL_KEY;
 use crate::analyze::{self, Analysis, EventFormat, QueryMode, SelectionSpec};
 
@@ -82,8 +83,9 @@ pub struct QueryArgs {
     #[command(flatten)]
     pub select: SelectionArgs,
     /// One row per distinct value of these label keys (instant labels by the interval each
-    /// value held, spans by their own interval); `kernel` alone: one row per launched kernel
-    /// (by name) and per replayed graph.
+    /// value held, spans by their own interval), per process where the labels are
+    /// process-scoped; `rank` is the launcher's rank, `pid` the event's process; `kernel`
+    /// alone: one row per launched kernel (by name) and per replayed graph.
     #[arg(
         long,
         value_name = "KEY[,KEY]",
@@ -91,6 +93,10 @@ pub struct QueryArgs {
         conflicts_with = "by_request"
     )]
     pub group_by: Vec<String>,
+    /// With --group-by: one row per group for all processes together, even where the
+    /// labels are process-scoped (by default two ranks' step 7 are two rows).
+    #[arg(long)]
+    pub merge_processes: bool,
     /// One row per request_id span; an event inside overlapping requests counts for each.
     #[arg(long)]
     pub by_request: bool,
@@ -152,7 +158,10 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
             }
             QueryMode::ByKernel
         } else {
-            QueryMode::GroupBy(keys)
+            QueryMode::GroupBy(GroupSpec {
+                keys,
+                per_process: !args.merge_processes,
+            })
         }
     } else {
         QueryMode::Ops

@@ -2,7 +2,6 @@
 //! and passing each annotation on (to `--json` output and the recording).
 
 use anyhow::{Context, Result};
-use ingero_trace::json::Line;
 use ingero_trace::model::AnnotationRecord;
 use tokio::sync::mpsc::Receiver;
 
@@ -52,9 +51,5 @@ pub(super) fn handle_annotation(pipeline: &mut Pipeline, annotation: ReceivedAnn
     if !pipeline.json_enabled() && pipeline.recording.is_none() {
         return;
     }
-    let record = AnnotationRecord::from(annotation);
-    pipeline.write_json_line(&Line::Annotation(&record));
-    if let Some(recording) = pipeline.recording.as_mut() {
-        recording.push_annotation(record);
-    }
+    pipeline.write_annotation(AnnotationRecord::from(annotation));
 }

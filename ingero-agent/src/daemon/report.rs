@@ -28,6 +28,7 @@ pub(super) fn final_stats(
             ("off_cpu", off_cpu),
             ("process", process),
             ("annotation", stats.annotations),
+            ("rank_annotation", pipeline.ranks.stats.labelled),
         ]),
         drops: own(drops(pipeline, probes, ingest)),
         rejected: ingest
@@ -65,6 +66,10 @@ pub(super) fn drops(
         pipeline.stats.memory.untallied,
     ));
     drops.push(("graphs_forgotten", pipeline.graphs.evicted));
+    let ranks = pipeline.ranks.stats;
+    drops.push(("rank_environ_unreadable", ranks.unreadable));
+    drops.push(("rank_environ_truncated", ranks.truncated));
+    drops.push(("rank_processes_unseen", ranks.cache_full));
     if let Some(server) = ingest {
         drops.push(("annotations_dropped", server.counters().dropped));
     }

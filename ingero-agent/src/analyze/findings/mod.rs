@@ -8,6 +8,7 @@ mod errors;
 mod graphs;
 mod memory;
 mod slow_groups;
+mod stragglers;
 mod tail_latency;
 
 pub use cold_start::{COLD_MIN_CALLS, COLD_MIN_NS, COLD_RATIO};
@@ -19,6 +20,11 @@ pub use memory::{
 };
 pub use slow_groups::{
     SLOW_GROUP_KEYS, SLOW_GROUP_MAX_REPORTED, SLOW_GROUP_MIN_GROUPS, SLOW_GROUP_RATIO,
+};
+pub use stragglers::{
+    STRAGGLER_CAUSE_SHARE, STRAGGLER_HIGH_STEPS, STRAGGLER_KEY, STRAGGLER_MIN_EXCESS_NS,
+    STRAGGLER_MIN_STEP_SHARE, STRAGGLER_RATIO, STRAGGLER_WAIT_SHARE,
+    grouping as straggler_grouping,
 };
 pub use tail_latency::{CAUSE_MIN_SHARE, TAIL_HIGH_RATIO, TAIL_MIN_CALLS, TAIL_RATIO};
 
@@ -90,6 +96,7 @@ pub fn run_all(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
     let mut out = Vec::new();
     out.extend(tail_latency::check(an, agg));
     out.extend(slow_groups::check(an, agg));
+    out.extend(stragglers::check(an, agg));
     out.extend(memory::check(an, agg));
     out.extend(contention::check(an, agg));
     out.extend(cold_start::check(an, agg));

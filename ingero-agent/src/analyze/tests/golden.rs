@@ -38,7 +38,7 @@ fn training_text_output() {
         "query-ops.txt",
         &analyze::query(&an, &QueryMode::Ops).expect("q").text(o),
     );
-    let steps = analyze::query(&an, &QueryMode::GroupBy(vec!["step".into()])).expect("q");
+    let steps = analyze::query(&an, &QueryMode::group_by(&["step"])).expect("q");
     check("query-group-by-step.txt", &steps.text(o));
     check("query-group-by-step.csv", &steps.csv(o));
     check(
@@ -99,7 +99,7 @@ fn json_output_of_every_report() {
         let mut out = String::new();
         let modes = [
             ("ops", QueryMode::Ops),
-            ("group-by-step", QueryMode::GroupBy(vec!["step".into()])),
+            ("group-by-step", QueryMode::group_by(&["step"])),
             ("by-request", QueryMode::ByRequest),
         ];
         for (mode_name, mode) in modes {

@@ -4,4 +4,5 @@
 
 pub(crate) mod fixtures;
 mod golden;
+mod ranks;
 mod scenarios;

@@ -18,7 +18,7 @@ fn preemption_storm_in_step_42_is_found_and_named() {
     let path = fixtures::write("storm", fixtures::training());
     let an = fixtures::open(&path, &SelectionSpec::default());
 
-    let q = analyze::query(&an, &QueryMode::GroupBy(vec!["step".into()]))
+    let q = analyze::query(&an, &QueryMode::group_by(&["step"]))
         .expect("query")
         .json()
         .value();
@@ -128,7 +128,7 @@ fn label_and_time_filters_select_step_42() {
             ..Default::default()
         },
     );
-    let q = analyze::query(&an, &QueryMode::GroupBy(vec!["step".into()]))
+    let q = analyze::query(&an, &QueryMode::group_by(&["step"]))
         .expect("query")
         .json()
         .value();
@@ -321,7 +321,7 @@ fn the_first_pass_skipping_chunks_learns_what_a_full_read_does() {
         a.index.records,
         b.index.records
     );
-    let by_step = QueryMode::GroupBy(vec!["step".into()]);
+    let by_step = QueryMode::group_by(&["step"]);
     let q = |an| analyze::query(an, &by_step).expect("query").json().value();
     assert_eq!(q(&a), q(&b));
     let e = |an| analyze::explain(an, None).expect("explain").json().value();
@@ -339,7 +339,7 @@ fn reports_are_the_same_with_the_helper_thread_inflating_or_without() {
         let reports = |ahead: bool| {
             let mut an = fixtures::open(&path, &spec);
             an.index.inflate_ahead = ahead;
-            let by_step = QueryMode::GroupBy(vec!["step".into()]);
+            let by_step = QueryMode::group_by(&["step"]);
             (
                 analyze::query(&an, &by_step).expect("query").json().value(),
                 analyze::explain(&an, None).expect("explain").json().value(),
@@ -365,7 +365,7 @@ fn json_text_is_the_text_of_its_tree() {
         let an = fixtures::open(&path, &SelectionSpec::default());
         let modes = [
             QueryMode::Ops,
-            QueryMode::GroupBy(vec!["step".into()]),
+            QueryMode::group_by(&["step"]),
             QueryMode::ByRequest,
         ];
         for mode in &modes {
@@ -488,7 +488,7 @@ fn group_rows_carry_the_labels_in_force_at_the_start_of_every_interval() {
     let path = fixtures::write("context-labels", v);
     let an = fixtures::open(&path, &SelectionSpec::default());
     let rows = |key: &str| {
-        analyze::query(&an, &QueryMode::GroupBy(vec![key.into()]))
+        analyze::query(&an, &QueryMode::group_by(&[key]))
             .expect("query")
             .json()
             .value()
