@@ -90,7 +90,9 @@ pub struct Needs {
     pub total: bool,
     /// Processes, activity bins, slow calls and error groups.
     pub processes: bool,
-    /// Launches by kernel and replays by graph ([`Aggregate::kernels`]).
+    /// A row per launched kernel ([`Aggregate::kernels`]). Without it only graph launches get
+    /// rows (for the `cuda_graphs` finding) and eager launches are counted: a hash lookup per
+    /// launch is the cost `explain` does not need.
     pub kernels: bool,
 }
 
@@ -100,7 +102,7 @@ impl Needs {
         ops: true,
         total: true,
         processes: true,
-        kernels: true,
+        kernels: false,
     };
 }
 

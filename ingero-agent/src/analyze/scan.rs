@@ -169,8 +169,10 @@ impl<'a> Scan<'a> {
             return;
         }
         self.agg.matched += 1;
-        if self.needs.kernels {
+        if self.needs.kernels || c.op.is_graph_launch() {
             self.agg.kernels.add(c);
+        } else if c.op.is_kernel_launch() {
+            self.agg.kernels.eager_launches += 1;
         }
         if OPS {
             match self.ops.get_mut(c.op as usize) {
