@@ -18,7 +18,7 @@ use super::table::Table;
 
 /// The label carrying a process's rank (the agent's, from the launcher's environment, or an
 /// adapter's).
-pub const RANK_KEY: &str = "rank";
+pub const RANK_KEY: &str = ingero_trace::vocab::ProcessLabel::Rank.text();
 
 /// The label key `--by-request` groups by.
 pub const REQUEST_KEY: &str = "request_id";

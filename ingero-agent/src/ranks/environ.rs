@@ -7,6 +7,7 @@
 //! one wins: torchrun's per-process `RANK` over Open MPI's, MPICH/PMI's, and last Slurm's task
 //! id (under torchrun, `SLURM_PROCID` numbers the node's launcher, not the process).
 
+use ingero_trace::vocab::ProcessLabel;
 use std::io::Read;
 use std::path::Path;
 
@@ -14,11 +15,11 @@ use std::path::Path;
 /// cannot make the agent read an unbounded file.
 pub const ENVIRON_MAX_BYTES: usize = 256 * 1024;
 
-/// Label keys the agent writes (the vocabulary of docs/integrations.md).
-pub const RANK: &str = "rank";
-pub const LOCAL_RANK: &str = "local_rank";
-pub const WORLD_SIZE: &str = "world_size";
-pub const RUN_ID: &str = "run_id";
+/// Label keys the agent writes (the vocabulary's [`ProcessLabel`]s).
+pub const RANK: &str = ProcessLabel::Rank.text();
+pub const LOCAL_RANK: &str = ProcessLabel::LocalRank.text();
+pub const WORLD_SIZE: &str = ProcessLabel::WorldSize.text();
+pub const RUN_ID: &str = ProcessLabel::RunId.text();
 
 /// Each label and the variables that carry it, most specific launcher first.
 const SOURCES: [(&str, &[&str]); 4] = [

@@ -193,6 +193,8 @@ messages! {
         CMDLINE cmdline = 2: Vec<String> [string, repeated];
         /// The process's name.
         PROCESS_NAME process_name = 6: Option<String> [string, optional];
+        /// Words the UI shows beside the name (`rank 3`).
+        PROCESS_LABELS process_labels = 8: Vec<String> [string, repeated];
     }
 
     /// A thread track's identity.

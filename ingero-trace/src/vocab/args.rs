@@ -158,6 +158,21 @@ impl ArgKey {
     }
 }
 
+words! {
+    /// Label keys the agent itself writes for a process (from its launcher's environment);
+    /// adapters use the same words (docs/integrations.md).
+    pub enum ProcessLabel {
+        /// The process's global rank in a distributed job.
+        Rank = "rank",
+        /// Its rank on its node.
+        LocalRank = "local_rank",
+        /// The number of ranks in the job.
+        WorldSize = "world_size",
+        /// The job's run id (`TORCHELASTIC_RUN_ID`, `SLURM_JOB_ID`).
+        RunId = "run_id",
+    }
+}
+
 /// Annotations: each label is a key `labels.<key>`.
 pub const LABEL_PREFIX: &str = "labels.";
 

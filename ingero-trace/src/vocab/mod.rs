@@ -53,7 +53,7 @@ mod args;
 mod launch;
 mod names;
 
-pub use args::{ARG_KEYS, ArgKey, LABEL_PREFIX, StatsGroup};
+pub use args::{ARG_KEYS, ArgKey, LABEL_PREFIX, ProcessLabel, StatsGroup};
 pub use launch::{
     dim3, launch_text, parse_dim3, parse_launch, parse_ptr, ptr_text, state_name, state_value,
 };

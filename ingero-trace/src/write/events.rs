@@ -12,13 +12,14 @@ use super::interner::{Interner, StrKey};
 use super::recorder::Recorder;
 use super::slices::{Begun, Placement};
 use super::tracks::{Hint, ThreadTrack, TrackKey};
+use crate::model::AnnotationRecord;
 use crate::model::LaunchConfig;
 use crate::model::{
     CudaArgs, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task, cuda_error_name,
 };
 use crate::proto::event_type;
 use crate::vocab::launch_text;
-use crate::vocab::{ArgKey, Category, EventName};
+use crate::vocab::{ArgKey, Category, EventName, ProcessLabel};
 
 /// Where a task's event says it ran.
 #[inline(always)]
@@ -360,6 +361,25 @@ impl Recorder {
             self.late_slice_end(track, begun.end, at)?;
         }
         Ok(())
+    }
+
+    /// A process-scoped `rank` label also names the process in the UI (`rank 3` beside its
+    /// name, Perfetto's `process_labels`); its descriptor is written again right away.
+    pub(super) fn label_process(&mut self, a: &AnnotationRecord) -> Result<()> {
+        let Some(scope) = a.scope else {
+            return Ok(());
+        };
+        let rank = ProcessLabel::Rank.text();
+        let Some((_, value)) = a.labels.iter().find(|(k, _)| k == rank) else {
+            return Ok(());
+        };
+        self.tracks
+            .set_process_labels(scope.pid, vec![format!("{rank} {value}")]);
+        let hint = Hint {
+            pid: scope.pid,
+            comm: "",
+        };
+        self.track(&TrackKey::Process(scope.pid), hint).map(|_| ())
     }
 
     fn write_process(&mut self, p: &ProcessEvent, late: bool) -> Result<()> {

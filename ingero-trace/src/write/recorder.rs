@@ -214,7 +214,8 @@ impl Recorder {
         match rec {
             TimelineRecord::Event(e) => self.write_event(e, late)?,
             TimelineRecord::Annotation(a) => {
-                self.with_labels(|l, r| l.write_annotation(r, a, late))?
+                self.with_labels(|l, r| l.write_annotation(r, a, late))?;
+                self.label_process(a)?;
             }
         }
         if self.out.size() >= self.cfg.max_file_size {

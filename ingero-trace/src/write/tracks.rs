@@ -291,6 +291,20 @@ impl Tracks {
         }
     }
 
+    /// Shows `labels` beside the process's name in the UI (`rank 3`): its descriptor is
+    /// re-emitted (same uuid) before the next event on it. Only a process already described
+    /// is touched (an annotation's labels track describes it first).
+    pub fn set_process_labels(&mut self, pid: u32, labels: Vec<String>) {
+        if let Some(info) = self.map.get_mut(&TrackKey::Process(pid)) {
+            if let Some(p) = info.desc.process.as_mut() {
+                if p.process_labels != labels {
+                    p.process_labels = labels;
+                    info.emitted_gen = CHANGED;
+                }
+            }
+        }
+    }
+
     /// Forgets every track of `pid` (it exited).
     pub fn forget_process(&mut self, pid: u32) {
         self.cache.clear();
@@ -420,6 +434,7 @@ fn process_descriptor(pid: u32, comm: &str, read_proc: bool) -> ProcessDescripto
         pid: Some(pid as i32),
         cmdline,
         process_name: Some(name.unwrap_or_else(|| comm.to_owned())),
+        process_labels: Vec::new(),
     }
 }
 

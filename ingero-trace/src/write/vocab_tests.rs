@@ -19,7 +19,7 @@ use crate::model::{
 use crate::proto::TracePacket;
 use crate::read::ExpandedPackets;
 use crate::synth::{self, SCENARIO_PID as P, SCENARIO_T0 as T0};
-use crate::vocab::ArgKey;
+use crate::vocab::{ArgKey, ProcessLabel};
 
 /// The arguments of `op` with every optional part present.
 fn full_args(op: CudaOp) -> CudaArgs {
@@ -378,4 +378,58 @@ fn every_op_argument_and_record_kind_reads_back_equal() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_process_rank_label_names_the_process_in_the_ui() {
+    let dir = tmp_dir("process-labels");
+    let t = synth::task(P, P, "python3");
+    let input = vec![
+        synth::cuda(
+            t,
+            T0 + 1_000,
+            500,
+            CudaOp::DeviceSynchronize,
+            0,
+            full_args(CudaOp::DeviceSynchronize),
+        ),
+        TimelineRecord::Annotation(AnnotationRecord {
+            labels: vec![
+                (ProcessLabel::Rank.text().into(), "3".into()),
+                (ProcessLabel::WorldSize.text().into(), "8".into()),
+            ],
+            scope: Some(Scope {
+                pid: P,
+                start_time: 1,
+            }),
+            ts_ns: T0 + 2_000,
+            end_ns: None,
+            provenance_uid: 0,
+            provenance_pid: Some(1),
+            provenance_gid: 0,
+            received_ns: T0 + 2_000,
+            realtime_ns: 0,
+            end_realtime_ns: None,
+            stamped_by_agent: true,
+        }),
+    ];
+    let files = write(
+        &dir.join("labels.pftrace"),
+        u64::MAX,
+        &input,
+        &FinalStats::default(),
+    );
+    let bytes = std::fs::read(&files[0]).expect("read");
+    let labels: Vec<Vec<String>> = decoded_packets(&bytes)
+        .into_iter()
+        .filter_map(|p| p.track_descriptor?.process)
+        .filter(|p| p.pid == Some(P as i32))
+        .map(|p| p.process_labels)
+        .collect();
+    assert_eq!(
+        labels.last(),
+        Some(&vec!["rank 3".to_owned()]),
+        "the process described again with its rank: {labels:?}"
+    );
+    assert_eq!(labels.first(), Some(&Vec::new()), "first described without");
 }

@@ -14,7 +14,7 @@ use crate::analyze::json::Json;
 use crate::analyze::table::Table;
 
 /// The process-scoped label that names a process's rank in a distributed job.
-pub const RANK_KEY: &str = "rank";
+pub use crate::analyze::query::RANK_KEY;
 
 /// Said with every memory report.
 pub const MEMORY_CAVEAT: &str = "Allocations made before tracing started are unknown: they are not in held or peak, and freeing one shows up only as an unknown free.";

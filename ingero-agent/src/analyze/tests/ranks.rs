@@ -301,3 +301,53 @@ fn a_healthy_job_has_no_straggler() {
         assert!(findings_of(&e, "straggler").is_empty(), "{e:#}");
     }
 }
+
+/// The Lightning adapter's way: each batch is a span scoped to its process that carries both
+/// `step` and `rank` (no agent-made rank label): still one row per step and rank.
+#[test]
+fn step_and_rank_from_an_adapters_spans_group_the_same() {
+    let mut v = Vec::new();
+    for r in 0..2u32 {
+        let pid = PID0 + r;
+        let t = task(pid, pid, "python");
+        for s in 0..3u64 {
+            let start = T0 + s * 100 * MS;
+            v.push(TimelineRecord::Annotation(AnnotationRecord {
+                labels: vec![
+                    ("step".into(), s.to_string()),
+                    ("rank".into(), r.to_string()),
+                    ("phase".into(), "train".into()),
+                ],
+                scope: Some(Scope { pid, start_time: 1 }),
+                ts_ns: start,
+                end_ns: Some(start + 80 * MS),
+                provenance_uid: 1000,
+                provenance_pid: Some(pid),
+                ..Default::default()
+            }));
+            for k in 0..5 {
+                v.push(launch(t, start + MS + k * MS, 20 * US));
+            }
+        }
+    }
+    let rows = rows(
+        "ranks-adapter-spans",
+        v,
+        &QueryMode::group_by(&["step", "rank"]),
+    );
+    let mut seen: Vec<(String, u64, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["labels"]["step"].as_str().unwrap_or("").to_owned(),
+                r["rank"].as_u64().expect("rank"),
+                r["cuda_calls"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    seen.sort();
+    let want: Vec<(String, u64, u64)> = (0..3)
+        .flat_map(|s| (0..2).map(move |r| (s.to_string(), r, 5)))
+        .collect();
+    assert_eq!(seen, want, "{rows:?}");
+}
