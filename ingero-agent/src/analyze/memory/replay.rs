@@ -218,6 +218,20 @@ impl ProcMemory {
         (&mut self.kinds[kind.index()], gpu)
     }
 
+    /// Frees the live block at `ptr` from its kind's level (and the GPU total); whether there
+    /// was one.
+    fn release(&mut self, ptr: u64, in_window: bool) -> bool {
+        let Some(old) = self.live.remove(&ptr) else {
+            return false;
+        };
+        let (k, g) = self.levels(old.kind);
+        k.free(old.size, in_window);
+        if let Some(g) = g {
+            g.free(old.size, in_window);
+        }
+        true
+    }
+
     /// Whether the process has anything to report for the window.
     pub fn reportable(&self) -> bool {
         let moved = |l: &Level| l.held_bytes > 0 || l.allocations > 0 || l.frees > 0;
@@ -424,38 +438,21 @@ impl Replay {
                 if ptr == 0 || ret != 0 {
                     return;
                 }
-                match p.live.remove(&ptr) {
-                    Some(old) => {
-                        live_delta = -1;
-                        let (k, g) = p.levels(old.kind);
-                        k.free(old.size, in_window);
-                        if let Some(g) = g {
-                            g.free(old.size, in_window);
-                        }
-                    }
-                    None if in_window => {
-                        p.unknown_frees += 1;
-                        p.unknown_freed_bytes =
-                            p.unknown_freed_bytes.saturating_add(size.unwrap_or(0));
-                    }
-                    None => {}
+                if p.release(ptr, in_window) {
+                    live_delta = -1;
+                } else if in_window {
+                    p.unknown_frees += 1;
+                    p.unknown_freed_bytes = p.unknown_freed_bytes.saturating_add(size.unwrap_or(0));
                 }
             }
             CudaArgs::HostFree { ptr } => {
                 if ptr == 0 || ret != 0 {
                     return;
                 }
-                match p.live.remove(&ptr) {
-                    Some(old) => {
-                        live_delta = -1;
-                        let (k, g) = p.levels(old.kind);
-                        k.free(old.size, in_window);
-                        if let Some(g) = g {
-                            g.free(old.size, in_window);
-                        }
-                    }
-                    None if in_window => p.unknown_host_frees += 1,
-                    None => {}
+                if p.release(ptr, in_window) {
+                    live_delta = -1;
+                } else if in_window {
+                    p.unknown_host_frees += 1;
                 }
             }
             _ => {}
