@@ -3,7 +3,8 @@
 //! --annotate`; each labels its steps on the socket. Rank 1 sleeps inside step 3 while rank 0
 //! waits for it in a long `cudaStreamSynchronize` (the test-only mock runtime sleeps the
 //! microseconds it is given). The agent labels each process with its rank; `query --group-by
-//! step,rank` gives a row per step and rank, and `explain` names rank 1 at step 3.
+//! step,rank` gives a row per step and rank, `query --memory` each rank's held and peak device
+//! memory, and `explain` names rank 1 at step 3.
 
 use anyhow::{Context, Result};
 use ingero_e2e::{Agent, Driver, build_fixture, cuda_driver, kernel_tests_enabled, run_ingero};
@@ -149,6 +150,26 @@ fn the_slow_rank_is_named_and_steps_group_per_rank() -> Result<()> {
         "{}",
         slow_row(0)
     );
+
+    // Which process held VRAM: each rank allocates (rank + 1) MiB per step and frees the
+    // previous step's block, so it held one block when it exited and peaked at two.
+    let m: Value = serde_json::from_str(&run_ingero(&[
+        "query", "--trace", &recording, "--memory", "--json",
+    ])?)?;
+    let procs = m["processes"].as_array().context("memory rows")?;
+    for (r, pid) in pids.iter().enumerate() {
+        let row = procs
+            .iter()
+            .find(|p| p["pid"] == *pid)
+            .with_context(|| format!("no memory row for rank {r}: {m:#}"))?;
+        let unit = (r as u64 + 1) << 20;
+        assert_eq!(row["rank"], r, "{row}");
+        // The rank has exited by now: it held one block when it did, and holds nothing after.
+        assert_eq!(row["held_at_exit_bytes"], unit, "{row}");
+        assert_eq!(row["held_bytes"], 0, "{row}");
+        assert_eq!(row["peak_bytes"], 2 * unit, "{row}");
+        assert_eq!(row["allocations"], STEPS, "{row}");
+    }
 
     let e: Value =
         serde_json::from_str(&run_ingero(&["explain", "--trace", &recording, "--json"])?)?;

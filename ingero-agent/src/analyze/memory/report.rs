@@ -45,8 +45,8 @@ pub struct LiveRow {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MemoryRow {
     pub pid: u32,
-    /// The process-scoped `rank` label, when the recording has one.
-    pub rank: Option<String>,
+    /// The process's `rank` label (a number), when the recording has one.
+    pub rank: Option<u32>,
     pub command: String,
     /// Device, pool and managed memory together (`held_bytes`, `peak_bytes`, `peak_ns`,
     /// `allocated_bytes`, `freed_bytes`, `allocations`, `frees`, `live_allocations`).
@@ -85,16 +85,12 @@ pub struct MemoryReport {
     pub processes: Vec<MemoryRow>,
 }
 
-fn rank_of(an: &Analysis, p: &ProcMemory, scratch: &mut Vec<u32>) -> Option<String> {
-    let key = an.index.labels.key(RANK_KEY)?;
-    for t in [p.last_ns, p.first_ns] {
-        scratch.clear();
-        key.values_at(p.pid, t, scratch);
-        if let Some(v) = scratch.first() {
-            return Some(an.index.labels.value(*v).to_owned());
-        }
-    }
-    None
+/// The process's rank: its `rank` label as a number, as `query`'s rows carry it.
+fn rank_of(an: &Analysis, p: &ProcMemory) -> Option<u32> {
+    an.index
+        .labels
+        .process_value(RANK_KEY, p.pid)
+        .and_then(|r| r.parse().ok())
 }
 
 fn live_row(an: &Analysis, pid: u32, l: &Live, scratch: &mut Vec<u32>) -> LiveRow {
@@ -120,7 +116,7 @@ pub fn build(an: &Analysis, r: ReplayResult) -> MemoryReport {
         .iter()
         .map(|p| MemoryRow {
             pid: p.pid,
-            rank: rank_of(an, p, &mut scratch),
+            rank: rank_of(an, p),
             command: p.command.to_string(),
             gpu: p.gpu,
             kinds: Kinds {
@@ -219,7 +215,7 @@ impl MemoryReport {
         for r in &self.processes {
             t.push(vec![
                 r.pid.to_string(),
-                r.rank.clone().unwrap_or_else(|| "-".into()),
+                r.rank.map_or_else(|| "-".into(), |r| r.to_string()),
                 r.command.clone(),
                 fmt::bytes(r.gpu.held_bytes),
                 fmt::bytes(r.gpu.peak_bytes),

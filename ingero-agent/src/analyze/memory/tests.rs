@@ -394,9 +394,9 @@ mod recorded {
         assert_eq!(procs.len(), 2);
         let (b, a) = (&procs[0], &procs[1]);
         assert_eq!(b["pid"], B, "most held first");
-        assert_eq!(b["rank"], "1");
+        assert_eq!(b["rank"], 1);
         assert_eq!(b["held_bytes"], 300u64 << 20);
-        assert_eq!(a["rank"], "0");
+        assert_eq!(a["rank"], 0);
         assert_eq!(a["command"], "rank1");
         assert_eq!(a["held_bytes"], 60u64 << 20);
         assert_eq!(a["peak_bytes"], 150u64 << 20);
