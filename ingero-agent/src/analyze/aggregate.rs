@@ -16,17 +16,22 @@ use super::slow_calls::SlowCalls;
 use ingero_trace::fast_map::FastMap;
 use ingero_trace::model::CudaCallRecord;
 
-/// Calls that returned one error code from one operation.
+/// Calls of one process that returned one error code, whatever the operation: a broken
+/// context makes every later call fail with the same code, which is one problem, not one per
+/// operation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ErrorGroup {
     pub count: u64,
     pub first_ns: u64,
     pub last_ns: u64,
-    /// How long the first and the last such call took.
+    /// How long the first and the last such call took, and their operations.
     pub first_duration_ns: u64,
     pub last_duration_ns: u64,
-    /// Processes that saw it (first few).
-    pub pids: Vec<u32>,
+    pub first_op: u16,
+    pub last_op: u16,
+    /// The operations that returned it and how many times each (at most one entry per
+    /// operation, so bounded by the op vocabulary).
+    pub ops: Vec<(u16, u64)>,
 }
 
 /// Task names (who ran instead), interned.
@@ -71,7 +76,8 @@ pub struct Aggregate {
     pub procs: BTreeMap<u32, ProcStats>,
     pub activity: Activity,
     pub slow: SlowCalls,
-    pub errors: BTreeMap<(u16, i32), ErrorGroup>,
+    /// By error code and process.
+    pub errors: BTreeMap<(i32, u32), ErrorGroup>,
     pub names: Names,
     /// The whole selection as one group.
     pub total: GroupStats,
@@ -106,9 +112,6 @@ impl Needs {
     };
 }
 
-/// Error groups keep this many pids.
-const ERROR_PIDS_KEPT: usize = 8;
-
 impl Aggregate {
     pub fn op(&self, op: CudaOp) -> Option<&OpStats> {
         self.ops.get(&(op as u16))
@@ -116,18 +119,22 @@ impl Aggregate {
 }
 
 /// Counts a failed call into its error group.
-pub(super) fn add_error(errors: &mut BTreeMap<(u16, i32), ErrorGroup>, c: &CudaCallRecord) {
-    let e = errors.entry((c.op as u16, c.ret)).or_default();
+pub(super) fn add_error(errors: &mut BTreeMap<(i32, u32), ErrorGroup>, c: &CudaCallRecord) {
+    let e = errors.entry((c.ret, c.thread.pid)).or_default();
+    let op = c.op as u16;
     if e.count == 0 || c.ts_ns < e.first_ns {
         e.first_ns = c.ts_ns;
         e.first_duration_ns = c.duration_ns;
+        e.first_op = op;
     }
     if e.count == 0 || c.ts_ns >= e.last_ns {
         e.last_ns = c.ts_ns;
         e.last_duration_ns = c.duration_ns;
+        e.last_op = op;
     }
     e.count += 1;
-    if e.pids.len() < ERROR_PIDS_KEPT && !e.pids.contains(&c.thread.pid) {
-        e.pids.push(c.thread.pid);
+    match e.ops.iter_mut().find(|(o, _)| *o == op) {
+        Some((_, n)) => *n += 1,
+        None => e.ops.push((op, 1)),
     }
 }

@@ -233,7 +233,8 @@ pub struct Grouping {
     pub keys: Vec<String>,
     /// A process part ends each group's key (per process, and no [`PID_KEY`] among the keys).
     pub per_process: bool,
-    /// Whether any key is a span key (overlap semantics apply).
+    /// Whether any key is a span key whose spans overlap (overlap semantics apply: an event
+    /// can count in several groups).
     pub overlapping: bool,
     /// Filled by [`Grouping::finish`] once the scan is done.
     pub groups: FastMap<Vec<ValueId>, GroupStats>,
@@ -255,7 +256,7 @@ pub struct Grouping {
 impl Grouping {
     pub fn new(spec: GroupSpec, index: &LabelIndex) -> Grouping {
         let GroupSpec { keys, per_process } = spec;
-        let overlapping = keys.iter().any(|k| k != PID_KEY && index.is_span_key(k));
+        let overlapping = keys.iter().any(|k| k != PID_KEY && index.spans_overlap(k));
         let per_process = per_process && !keys.iter().any(|k| k == PID_KEY);
         Grouping {
             values: vec![Vec::new(); keys.len()],

@@ -147,6 +147,34 @@ impl LabelIndex {
         self.keys.get(name).is_some_and(|k| !k.spans.is_empty())
     }
 
+    /// Whether an event can lie in two of `key`'s spans at once, so per-value totals overlap:
+    /// two spans of one scope, or a process's and a trace-wide one, share some time (spans
+    /// that only touch, as consecutive step spans do, do not). Requests served concurrently
+    /// overlap; a process's step spans follow one another.
+    pub fn spans_overlap(&self, key: &str) -> bool {
+        let Some(k) = self.keys.get(key) else {
+            return false;
+        };
+        // Sorted by start, so a span overlaps an earlier one when it starts before the
+        // furthest end so far.
+        let within = |s: &Spans| {
+            s.list
+                .iter()
+                .skip(1)
+                .zip(&s.max_end)
+                .any(|(i, reach)| i.start < *reach)
+        };
+        let union =
+            |s: &Spans| super::intervals::union(s.list.iter().map(|i| (i.start, i.end)).collect());
+        let global = k.spans.get(&None).map(union).unwrap_or_default();
+        k.spans.iter().any(|(scope, s)| {
+            within(s)
+                || (scope.is_some()
+                    && super::intervals::total(&super::intervals::intersect(&union(s), &global))
+                        > 0)
+        })
+    }
+
     /// For every value of `key`, the intervals during which it held (states and spans, all
     /// scopes), unsorted: one walk over the key's intervals, where asking [`Self::intervals_of`]
     /// per value would walk them once per value (quadratic with thousands of requests).
@@ -549,6 +577,30 @@ mod tests {
             assert_eq!(iv, &ix.intervals_of("request_id", *v));
         }
         assert!(ix.intervals_by_value("nope").is_empty());
+    }
+
+    #[test]
+    fn spans_overlap_only_when_one_event_can_lie_in_two() {
+        let with = |spans: &[(Option<u32>, u64, u64)]| {
+            let mut ix = LabelIndex::default();
+            for (i, (scope, a, b)) in spans.iter().enumerate() {
+                ix.add_span(&span(*scope, &i.to_string(), *a, *b));
+            }
+            ix.seal();
+            ix.spans_overlap("request_id")
+        };
+        assert!(!with(&[(Some(7), 0, 10), (Some(7), 10, 20)]), "touching");
+        assert!(with(&[(Some(7), 0, 10), (Some(7), 5, 20)]));
+        assert!(with(&[(None, 0, 100), (None, 20, 30)]), "nested");
+        assert!(
+            !with(&[(Some(7), 0, 10), (Some(8), 5, 20)]),
+            "two processes"
+        );
+        assert!(
+            with(&[(Some(7), 0, 10), (None, 5, 20)]),
+            "own and trace-wide"
+        );
+        assert!(!with(&[]));
     }
 
     #[test]

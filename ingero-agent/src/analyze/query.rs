@@ -98,7 +98,7 @@ pub struct GroupRow {
     /// Who ran instead while the group's threads were preempted, most first.
     pub preempted_by: Vec<Preempter>,
     pub slowest_op: Option<SlowestOp>,
-    /// Present when the grouping has overlap semantics (a span key).
+    /// Present when the grouping has overlap semantics (a span key whose spans overlap).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub caveat: Option<String>,
 }
@@ -173,9 +173,6 @@ pub fn op_rows(agg: &Aggregate) -> Vec<OpRow> {
 pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
     let labels = &an.index.labels;
     let range = (an.selection.range.start_ns, an.selection.range.end_ns);
-    // A group in which nothing was traced (a CPU-only step) is still a row, with zeros; not
-    // under `--label`, where such a row could be a value the filter excludes.
-    let mut empty: Vec<(Vec<ValueId>, GroupStats)> = Vec::new();
     // Per key, each value's intervals (and, for per-process groups, each process's), gathered
     // once.
     let by_value: Vec<_> = g
@@ -194,32 +191,16 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
             .cloned()
             .unwrap_or_default()
     };
-    if let ([key], true) = (g.keys.as_slice(), an.selection.labels.is_empty()) {
-        let values: Vec<(ValueId, Option<u32>)> = if key == PID_KEY {
-            Vec::new()
-        } else if g.per_process {
-            labels.values_of_scoped(key, &an.selection.pids, range)
-        } else {
-            let values = labels.values_of(key, &an.selection.pids, range);
-            values.into_iter().map(|v| (v, None)).collect()
-        };
-        for (v, scope) in values {
-            let mut group = vec![v];
-            if g.per_process {
-                group.push(scope.unwrap_or(MERGED));
-            }
-            let held = intervals::intersect(&[range], &intervals::union(intervals_of(0, v, scope)));
-            // A value set at the very end (held for no time) is not a group.
-            if !g.groups.contains_key(group.as_slice()) && intervals::total(&held) > 0 {
-                empty.push((group, GroupStats::default()));
-            }
-        }
-    }
+    let empty: Vec<(Vec<ValueId>, GroupStats)> = idle_groups(an, g, &intervals_of)
+        .into_iter()
+        .map(|v| (v, GroupStats::default()))
+        .collect();
     let mut rows: Vec<GroupRow> = g
         .groups
         .iter()
-        .chain(empty.iter().map(|(v, s)| (v, s)))
-        .map(|(values, s)| {
+        .map(|(v, s)| (v, s, false))
+        .chain(empty.iter().map(|(v, s)| (v, s, true)))
+        .filter_map(|(values, s, idle)| {
             let pid = g.process_of(values);
             let mut held = vec![range];
             let mut map = Map::new();
@@ -231,6 +212,10 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
                 map.insert(key.clone(), Value::String(labels.value(*v).to_owned()));
                 let iv = intervals::union(intervals_of(k, *v, pid));
                 held = intervals::intersect(&held, &iv);
+            }
+            // A group without events is a row only for the time its values held together.
+            if idle && intervals::total(&held) == 0 {
+                return None;
             }
             // The other labels in force at the start of each of the group's intervals (the
             // process's own, for one process's group), so a step row says its phase, its
@@ -272,7 +257,7 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
                 .collect();
             row.preempted_by
                 .sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.name.cmp(&b.name)));
-            row
+            Some(row)
         })
         .collect();
     rows.sort_by(|a, b| {
@@ -282,6 +267,110 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
             .then(a.pid.cmp(&b.pid))
     });
     rows
+}
+
+/// A span of time during which the keys joined so far held these values, with the process
+/// a process-scoped value among them belongs to.
+struct Piece {
+    start: u64,
+    end: u64,
+    values: Vec<ValueId>,
+    scope: Option<u32>,
+}
+
+/// The groups in which nothing was traced (a CPU-only step): every combination of the keys'
+/// values that held together for some time in the selection and is not among `g.groups`.
+/// The keys' intervals are joined one key at a time, so the work follows the combinations
+/// that did hold rather than the product of the values (steps × requests). Not under
+/// `--label`, where such a group could be a value the filter excludes, nor with the `pid`
+/// key, whose values are only the processes that had events.
+fn idle_groups(
+    an: &Analysis,
+    g: &Grouping,
+    intervals_of: &dyn Fn(usize, ValueId, Option<u32>) -> Vec<(u64, u64)>,
+) -> Vec<Vec<ValueId>> {
+    let labels = &an.index.labels;
+    let pids = &an.selection.pids;
+    let range = (an.selection.range.start_ns, an.selection.range.end_ns);
+    if !an.selection.labels.is_empty() || g.keys.iter().any(|k| k == PID_KEY) {
+        return Vec::new();
+    }
+    let mut pieces = vec![Piece {
+        start: range.0,
+        end: range.1,
+        values: Vec::new(),
+        scope: None,
+    }];
+    for (k, key) in g.keys.iter().enumerate() {
+        let values: Vec<(ValueId, Option<u32>)> = if g.per_process {
+            labels.values_of_scoped(key, pids, range)
+        } else {
+            let values = labels.values_of(key, pids, range);
+            values.into_iter().map(|v| (v, None)).collect()
+        };
+        // This key's intervals by start, with the running maximum of their ends so the scan
+        // back from a piece's end stops at the first interval that cannot reach it.
+        let mut held: Vec<(u64, u64, ValueId, Option<u32>)> = values
+            .into_iter()
+            .flat_map(|(v, scope)| {
+                intervals::union(intervals_of(k, v, scope))
+                    .into_iter()
+                    .map(move |(a, b)| (a, b, v, scope))
+            })
+            .collect();
+        held.sort_unstable();
+        let mut reach = 0;
+        let max_end: Vec<u64> = held
+            .iter()
+            .map(|h| {
+                reach = reach.max(h.1);
+                reach
+            })
+            .collect();
+        let mut next = Vec::new();
+        for p in &pieces {
+            let mut j = held.partition_point(|h| h.0 < p.end);
+            while j > 0 {
+                j -= 1;
+                if max_end[j] <= p.start {
+                    break;
+                }
+                let (a, b, v, scope) = held[j];
+                let (start, end) = (a.max(p.start), b.min(p.end));
+                // Values of two processes never hold for the same event.
+                let scope = match (p.scope, scope) {
+                    (Some(x), Some(y)) if x != y => continue,
+                    (Some(x), _) | (None, Some(x)) => Some(x),
+                    (None, None) => None,
+                };
+                if start < end {
+                    let mut values = p.values.clone();
+                    values.push(v);
+                    next.push(Piece {
+                        start,
+                        end,
+                        values,
+                        scope,
+                    });
+                }
+            }
+        }
+        pieces = next;
+    }
+    let mut out: Vec<Vec<ValueId>> = pieces
+        .into_iter()
+        .map(|p| {
+            let mut group = p.values;
+            if g.per_process {
+                group.push(p.scope.unwrap_or(MERGED));
+            }
+            group
+        })
+        .filter(|group| !g.groups.contains_key(group.as_slice()))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 fn group_row(

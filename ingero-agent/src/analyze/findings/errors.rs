@@ -1,6 +1,7 @@
-//! Error codes: CUDA calls that returned an error, one finding per operation and code, with
-//! the count, the first and last occurrence and the processes. Out-of-memory and
-//! illegal-address errors are HIGH, the rest MEDIUM.
+//! Error codes: CUDA calls that returned an error, one finding per code and process (a broken
+//! context fails every later call with the same code: one problem, however many operations
+//! report it), with the count, the operations and their counts, and the first and last
+//! occurrence. Out-of-memory and illegal-address errors are HIGH, the rest MEDIUM.
 
 use ingero_ebpf::CudaOp;
 
@@ -37,27 +38,39 @@ fn advice(code: i32) -> &'static str {
     }
 }
 
+fn op_name(op: u16) -> &'static str {
+    CudaOp::from_u16(op).map_or("?", CudaOp::name)
+}
+
 pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
     agg.errors
         .iter()
-        .map(|((op, code), e)| {
-            let name = CudaOp::from_u16(*op).map_or("?", CudaOp::name);
-            let procs = e
-                .pids
+        .map(|((code, pid), e)| {
+            let error = error_name(*code);
+            let proc = proc_name(agg, *pid);
+            // Most frequent first; names break ties so the text is stable.
+            let mut ops: Vec<(&str, u64)> = e.ops.iter().map(|(o, n)| (op_name(*o), *n)).collect();
+            ops.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            let counted = ops
                 .iter()
-                .map(|p| proc_name(agg, *p))
+                .map(|(name, n)| format!("{name} ({n})"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let names = ops
+                .iter()
+                .map(|(name, _)| *name)
                 .collect::<Vec<_>>()
                 .join(", ");
             let mut evidence = vec![an.evidence(
                 e.first_ns,
                 e.first_duration_ns,
-                format!("first {name} returning {}", error_name(*code)),
+                format!("first {} returning {error}", op_name(e.first_op)),
             )];
             if e.count > 1 {
                 evidence.push(an.evidence(
                     e.last_ns,
                     e.last_duration_ns,
-                    format!("last of {} such calls", e.count),
+                    format!("last of {} such calls ({})", e.count, op_name(e.last_op)),
                 ));
             }
             Finding {
@@ -67,13 +80,9 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
                     Severity::Medium
                 },
                 kind: "cuda_error".into(),
-                summary: format!(
-                    "{name} returned {} {} time(s) in {procs}",
-                    error_name(*code),
-                    e.count
-                ),
+                summary: format!("{error} {} time(s) in {proc}, from {counted}", e.count),
                 evidence,
-                root_cause: format!("the CUDA runtime reported {} for {name}", error_name(*code)),
+                root_cause: format!("the CUDA runtime reported {error} for {names}"),
                 fixes: vec![advice(*code).to_owned()],
             }
         })

@@ -1,8 +1,10 @@
 //! Tests of `query` and `explain` on synthetic recordings written through the real
 //! [`Recorder`](ingero_trace::write::Recorder), each with a planted incident (`fixtures.rs`); the
-//! assertions are on the JSON (`scenarios.rs`) and on the text layout (`golden.rs`).
+//! assertions are on the JSON (`scenarios.rs`, `ranks.rs`, `grouping.rs`) and on the text
+//! layout (`golden.rs`).
 
 pub(crate) mod fixtures;
 mod golden;
+mod grouping;
 mod ranks;
 mod scenarios;

@@ -1,9 +1,11 @@
 //! Each planted incident produces its finding (and the clean trace none), asserted on the JSON
 //! the commands print.
 
+use ingero_ebpf::CudaOp;
+use ingero_trace::model::CudaArgs;
 use serde_json::Value;
 
-use super::fixtures::{self, MS, T0, TRAINER};
+use super::fixtures::{self, MS, T0, TRAINER, US};
 use crate::analyze::{self, QueryMode, SelectionSpec};
 
 fn findings_of<'a>(v: &'a Value, kind: &str) -> Vec<&'a Value> {
@@ -265,11 +267,72 @@ fn failed_allocations_and_error_codes_are_grouped() {
         recs.push(fixtures::malloc(t, T0 + 500 * MS + i * MS, 1 << 34, 0, 2));
     }
     recs.push(fixtures::malloc(t, T0 + 600 * MS, 4096, 0, 35));
+    // Another process's context breaks: every later call fails with the same code, whatever
+    // the operation.
+    const BROKEN: u32 = 6_000_099;
+    let b = ingero_trace::synth::task(BROKEN, BROKEN, "broken");
+    let failing = |i: u64, op| {
+        let args = match op {
+            CudaOp::Free => CudaArgs::Free {
+                ptr: 0x1000,
+                size: None,
+                stream: None,
+            },
+            _ => CudaArgs::Sync {
+                stream: None,
+                event: None,
+            },
+        };
+        ingero_trace::synth::cuda(b, T0 + 300 * MS + i * MS, 10 * US, op, 700, args)
+    };
+    let ops = [
+        CudaOp::LaunchKernel,
+        CudaOp::LaunchKernel,
+        CudaOp::StreamSynchronize,
+        CudaOp::LaunchKernel,
+        CudaOp::Free,
+    ];
+    recs.extend(
+        ops.into_iter()
+            .enumerate()
+            .map(|(i, op)| failing(i as u64, op)),
+    );
     let path = fixtures::write("errors", recs);
     let an = fixtures::open(&path, &SelectionSpec::default());
     let e = analyze::explain(&an, None).expect("explain").json().value();
     let errs = findings_of(&e, "cuda_error");
-    assert_eq!(errs.len(), 2, "{e:#}");
+    assert_eq!(errs.len(), 3, "one per code and process: {e:#}");
+    let broken: Vec<_> = errs
+        .iter()
+        .filter(|f| {
+            f["summary"]
+                .as_str()
+                .is_some_and(|s| s.contains("[6000099]"))
+        })
+        .collect();
+    assert_eq!(broken.len(), 1, "one code, one finding: {e:#}");
+    let f = broken[0];
+    assert_eq!(f["severity"], "HIGH");
+    assert_eq!(
+        f["summary"],
+        "cudaErrorIllegalAddress (700) 5 time(s) in broken[6000099], from cudaLaunchKernel (3), cudaFree (1), cudaStreamSynchronize (1)"
+    );
+    let ev = f["evidence"].as_array().expect("evidence");
+    assert_eq!(ev.len(), 2, "the first and the last call");
+    assert_eq!(ev[0]["ts_ns"], T0 + 300 * MS);
+    assert!(
+        ev[0]["what"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("first cudaLaunchKernel")),
+        "{ev:?}"
+    );
+    assert_eq!(ev[1]["ts_ns"], T0 + 304 * MS);
+    assert!(
+        ev[1]["what"]
+            .as_str()
+            .is_some_and(|w| w.contains("5 such calls (cudaFree)")),
+        "{ev:?}"
+    );
     assert!(errs.iter().any(|f| {
         f["summary"]
             .as_str()
