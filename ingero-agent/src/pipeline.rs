@@ -130,9 +130,13 @@ impl Pipeline {
         };
         if let Some(handle) = handle {
             let pid = c.task.pid;
-            // Cheap when the ring is empty; a name is submitted before its first launch.
-            self.drain_names();
-            c.detail.kernel = self.kernels.resolve(pid, handle);
+            // A named handle costs one lookup. Otherwise its name may still wait in the
+            // names ring (submitted before the launch, after the last drain): take it before
+            // the store falls back to ELF symbols and remembers a miss.
+            c.detail.kernel = self.kernels.get(pid, handle).or_else(|| {
+                self.drain_names();
+                self.kernels.resolve(pid, handle)
+            });
         }
         self.graphs.follow(c);
     }

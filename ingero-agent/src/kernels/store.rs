@@ -188,6 +188,16 @@ impl KernelNames {
         }
     }
 
+    /// The name `handle` already has in process `pid` (marked as used), without following
+    /// aliases, asking the ELF fallback or remembering a miss: the launch path's first look.
+    pub fn get(&mut self, pid: u32, handle: u64) -> Option<Arc<KernelName>> {
+        self.processes
+            .get_mut(&pid)?
+            .names
+            .get(&handle)
+            .map(Arc::clone)
+    }
+
     /// The name of `handle` in process `pid`. An unknown handle is followed through its alias
     /// edge, then tried once with the ELF fallback; a failure is remembered (bounded), so the
     /// next launch of it costs one lookup.

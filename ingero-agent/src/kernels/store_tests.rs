@@ -66,6 +66,41 @@ fn inserted_names_resolve_per_process() {
 }
 
 #[test]
+fn get_finds_named_handles_only_and_asks_nothing_else() {
+    let (mut names, scripted) = store(KernelNameLimits::default());
+    scripted
+        .answers
+        .lock()
+        .expect("lock")
+        .insert((10, 0x2000), "_Z4stubv");
+    let k = names.name(b"_Z1kv", NameSource::Registration, false);
+    names.insert(10, 0x1000, Arc::clone(&k));
+    names.alias(10, 0x3000, 0x1000);
+    names.alias(10, 0x4000, 0x5000);
+    assert!(Arc::ptr_eq(&names.get(10, 0x1000).expect("named"), &k));
+    assert!(names.get(10, 0x2000).is_none(), "no ELF fallback");
+    assert!(
+        Arc::ptr_eq(
+            &names.get(10, 0x3000).expect("aliased to a named handle"),
+            &k
+        ),
+        "an alias of a named handle is named at once"
+    );
+    assert!(
+        names.get(10, 0x4000).is_none(),
+        "a waiting alias is not followed"
+    );
+    assert!(names.get(11, 0x1000).is_none(), "another process");
+    assert_eq!(scripted.calls.load(Ordering::Relaxed), 0);
+    assert_eq!(names.stats().unresolved, 0, "a miss is not remembered");
+    // The full lookup still finds the symbol afterwards.
+    assert_eq!(
+        &*names.resolve(10, 0x2000).expect("symtab").mangled,
+        "_Z4stubv"
+    );
+}
+
+#[test]
 fn ranks_registering_the_same_kernel_share_one_name() {
     let (mut names, _) = store(KernelNameLimits::default());
     for pid in 1..=8 {
