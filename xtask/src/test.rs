@@ -16,7 +16,7 @@ use clap::Args;
 
 use crate::{
     cycles, ebpf, file_size,
-    test_deps::{fetch_cudart13, fetch_libcuda},
+    test_deps::{fetch_cudart, fetch_cudart13, fetch_libcuda},
     util::{is_root, run as run_cmd, workspace_root},
 };
 
@@ -30,51 +30,10 @@ pub struct TestArgs {
     pub skip_kernel: bool,
 }
 
-/// The wheel whose libcudart the kernel tests trace.
-const CUDART_WHEEL: &str = "nvidia-cuda-runtime-cu12==12.9.79";
-
 fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(workspace_root());
     cmd
-}
-
-/// Downloads the wheel once and unpacks libcudart.so.12 under target/test-deps.
-pub fn fetch_cudart() -> Result<PathBuf> {
-    let root = workspace_root();
-    let deps = root.join("target/test-deps");
-    let lib = deps.join("cudart/nvidia/cuda_runtime/lib/libcudart.so.12");
-    if lib.exists() {
-        return Ok(lib);
-    }
-    let wheels = deps.join("wheels");
-    run_cmd(
-        Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                "--disable-pip-version-check",
-                "-d",
-            ])
-            .arg(&wheels)
-            .arg(CUDART_WHEEL),
-    )?;
-    let unpack = "import sys, zipfile, glob\n\
-                  whl = glob.glob(sys.argv[1] + '/nvidia_cuda_runtime_cu12-*.whl')[0]\n\
-                  zipfile.ZipFile(whl).extractall(sys.argv[2])";
-    run_cmd(
-        Command::new("python3")
-            .args(["-c", unpack])
-            .arg(&wheels)
-            .arg(deps.join("cudart")),
-    )?;
-    if !lib.exists() {
-        bail!("the wheel did not contain {}", lib.display());
-    }
-    Ok(lib)
 }
 
 pub fn run(args: &TestArgs) -> Result<()> {

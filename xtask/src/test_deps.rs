@@ -1,12 +1,13 @@
-//! The real NVIDIA libraries the kernel tests trace, fetched once under `target/test-deps/`
-//! (beside `test::fetch_cudart`'s libcudart 12):
+//! The real NVIDIA libraries the kernel tests trace, fetched once under `target/test-deps/`:
 //!
 //! - libcuda (the driver) of Debian 12's non-free `libcuda1` package, driver 535.261.03:
 //!   downloaded with `apt-get download` and unpacked with `dpkg -x`, never installed (its
 //!   dependencies would pull in the whole driver stack). bookworm's `contrib non-free
 //!   non-free-firmware` components are added to apt's sources when they are missing, with the
 //!   URIs, suites and key of the existing `main` entry.
-//! - libcudart 13 from the PyPI wheel `nvidia-cuda-runtime` (`nvidia/cu13/lib/libcudart.so.13`).
+//! - libcudart 12 and 13 from the PyPI wheels `nvidia-cuda-runtime-cu12`
+//!   (`nvidia/cuda_runtime/lib/libcudart.so.12`) and `nvidia-cuda-runtime`
+//!   (`nvidia/cu13/lib/libcudart.so.13`).
 //!
 //! `INGERO_LIBCUDA` or `INGERO_CUDART13`, when set to an existing file, is used as is.
 
@@ -24,8 +25,6 @@ use crate::util::{output, run as run_cmd, workspace_root};
 const LIBCUDA_VERSION: &str = "535.261.03-1";
 /// Where `dpkg -x` puts the library below the unpack directory.
 const LIBCUDA_DIR: &str = "usr/lib/x86_64-linux-gnu/nvidia/current";
-/// The wheel whose libcudart.so.13 the kernel tests trace.
-const CUDART13_WHEEL: &str = "nvidia-cuda-runtime==13.0.96";
 /// The apt sources file this module writes.
 const NONFREE_SOURCES: &str = "/etc/apt/sources.list.d/ingero-nonfree.sources";
 const NONFREE_COMPONENTS: &str = "contrib non-free non-free-firmware";
@@ -307,13 +306,34 @@ pub fn one_line_entries(text: &str) -> Vec<OneLine> {
     out
 }
 
-/// libcudart.so.13 from the `nvidia-cuda-runtime` wheel, unpacked under `target/test-deps/`.
-pub fn fetch_cudart13() -> Result<PathBuf> {
-    if let Some(path) = preset("INGERO_CUDART13") {
-        return Ok(path);
-    }
+/// A PyPI wheel that holds a libcudart, and where the library lands once unpacked.
+struct RuntimeWheel {
+    /// `pip download` spec, `name==version`.
+    spec: &'static str,
+    /// The unpack directory, under `target/test-deps/`.
+    dir: &'static str,
+    /// The library, below `dir`.
+    lib: &'static str,
+}
+
+/// The wheel whose libcudart.so.12 the kernel tests trace.
+const CUDART12: RuntimeWheel = RuntimeWheel {
+    spec: "nvidia-cuda-runtime-cu12==12.9.79",
+    dir: "cudart",
+    lib: "nvidia/cuda_runtime/lib/libcudart.so.12",
+};
+
+/// The wheel whose libcudart.so.13 the kernel tests trace.
+const CUDART13: RuntimeWheel = RuntimeWheel {
+    spec: "nvidia-cuda-runtime==13.0.96",
+    dir: "cudart13",
+    lib: "nvidia/cu13/lib/libcudart.so.13",
+};
+
+/// Downloads `w` once and unpacks it under `target/test-deps/`; the library's path.
+fn fetch_wheel(w: &RuntimeWheel) -> Result<PathBuf> {
     let deps = workspace_root().join("target/test-deps");
-    let lib = deps.join("cudart13/nvidia/cu13/lib/libcudart.so.13");
+    let lib = deps.join(w.dir).join(w.lib);
     if lib.exists() {
         return Ok(lib);
     }
@@ -323,33 +343,43 @@ pub fn fetch_cudart13() -> Result<PathBuf> {
             .args(["-m", "pip", "download", "-q", "--no-deps"])
             .args(["--disable-pip-version-check", "-d"])
             .arg(&wheels)
-            .arg(CUDART13_WHEEL),
+            .arg(w.spec),
     )?;
-    let version = CUDART13_WHEEL.rsplit("==").next().unwrap_or_default();
-    let unpack = format!(
-        "import sys, zipfile, glob\n\
-         whl = glob.glob(sys.argv[1] + '/nvidia_cuda_runtime-{version}-*.whl')[0]\n\
-         zipfile.ZipFile(whl).extractall(sys.argv[2])"
-    );
+    // pip names the file after the project with `_` for `-`, then the version.
+    let (name, version) = w.spec.split_once("==").unwrap_or((w.spec, "*"));
+    let file = format!("{}-{version}-*.whl", name.replace('-', "_"));
+    let unpack = "import sys, glob, zipfile\n\
+                  zipfile.ZipFile(glob.glob(sys.argv[1] + '/' + sys.argv[2])[0]).extractall(sys.argv[3])";
     run_cmd(
         Command::new("python3")
-            .args(["-c", &unpack])
+            .args(["-c", unpack])
             .arg(&wheels)
-            .arg(deps.join("cudart13")),
+            .arg(&file)
+            .arg(deps.join(w.dir)),
     )?;
     if !lib.exists() {
-        bail!(
-            "the wheel {CUDART13_WHEEL} did not contain {}",
-            lib.display()
-        );
+        bail!("the wheel {} did not contain {}", w.spec, lib.display());
     }
     Ok(lib)
+}
+
+/// libcudart.so.12 from the `nvidia-cuda-runtime-cu12` wheel.
+pub fn fetch_cudart() -> Result<PathBuf> {
+    fetch_wheel(&CUDART12)
+}
+
+/// libcudart.so.13 from the `nvidia-cuda-runtime` wheel, unless `INGERO_CUDART13` names one.
+pub fn fetch_cudart13() -> Result<PathBuf> {
+    match preset("INGERO_CUDART13") {
+        Some(path) => Ok(path),
+        None => fetch_wheel(&CUDART13),
+    }
 }
 
 /// `cargo xtask test-deps`: fetches every library and prints `VAR=path` lines for the shell
 /// (`export $(cargo xtask test-deps)`), to run single kernel tests by hand.
 pub fn print_env() -> Result<()> {
-    let cudart = crate::test::fetch_cudart()?;
+    let cudart = fetch_cudart()?;
     let cudart13 = fetch_cudart13()?;
     let libcuda = fetch_libcuda()?;
     println!("INGERO_CUDART={}", cudart.display());
