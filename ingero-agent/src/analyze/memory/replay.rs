@@ -150,6 +150,32 @@ pub struct Live {
     pub kind: MemKind,
 }
 
+/// What the replay of one process could not size or follow in the window; the row of
+/// `query --memory` shows it as is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Unfollowed {
+    /// Frees in the window of device pointers the replay never saw allocated.
+    pub unknown_frees: u64,
+    /// What the probes knew of those frees' sizes (their own allocation map).
+    pub unknown_freed_bytes: u64,
+    /// Pinned host frees in the window of pointers the replay never saw allocated.
+    pub unknown_host_frees: u64,
+    /// Successful allocations in the window the replay could not follow (no pointer
+    /// recorded, or past [`MAX_LIVE`]): not in held or peak.
+    pub untracked_allocations: u64,
+    pub untracked_bytes: u64,
+    /// Allocation calls in the window that returned an error.
+    pub failed_allocations: u64,
+}
+
+impl Unfollowed {
+    /// Whether there is anything to say.
+    fn any(&self) -> bool {
+        self.unknown_frees + self.unknown_host_frees > 0
+            || self.untracked_allocations + self.failed_allocations > 0
+    }
+}
+
 /// What a process held when it exited.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Exited {
@@ -171,18 +197,8 @@ pub struct ProcMemory {
     /// Per [`MemKind`], by [`MemKind::index`].
     pub kinds: [Level; 4],
     live: FastMap<u64, Live>,
-    /// Frees in the window of device pointers the replay never saw allocated.
-    pub unknown_frees: u64,
-    /// What the probes knew of those frees' sizes (their own allocation map).
-    pub unknown_freed_bytes: u64,
-    /// Pinned host frees in the window of pointers the replay never saw allocated.
-    pub unknown_host_frees: u64,
-    /// Successful allocations in the window the replay could not follow (no pointer
-    /// recorded, or past [`MAX_LIVE`]): not in held or peak.
-    pub untracked_allocations: u64,
-    pub untracked_bytes: u64,
-    /// Allocation calls in the window that returned an error.
-    pub failed_allocations: u64,
+    /// What the replay could not size or follow in the window.
+    pub unfollowed: Unfollowed,
     /// Set when the process exited (before the end of the window).
     pub exited: Option<Exited>,
     /// The largest allocations live at the end of the window, or at exit; largest first.
@@ -200,12 +216,7 @@ impl ProcMemory {
             gpu: Level::default(),
             kinds: [Level::default(); 4],
             live: FastMap::default(),
-            unknown_frees: 0,
-            unknown_freed_bytes: 0,
-            unknown_host_frees: 0,
-            untracked_allocations: 0,
-            untracked_bytes: 0,
-            failed_allocations: 0,
+            unfollowed: Unfollowed::default(),
             exited: None,
             largest: Vec::new(),
             first_ns: ts,
@@ -235,10 +246,7 @@ impl ProcMemory {
     /// Whether the process has anything to report for the window.
     pub fn reportable(&self) -> bool {
         let moved = |l: &Level| l.held_bytes > 0 || l.allocations > 0 || l.frees > 0;
-        self.kinds.iter().any(moved)
-            || self.unknown_frees + self.unknown_host_frees > 0
-            || self.untracked_allocations + self.failed_allocations > 0
-            || self.exited.is_some()
+        self.kinds.iter().any(moved) || self.unfollowed.any() || self.exited.is_some()
     }
 
     /// The `n` largest live allocations, largest first (earliest first among equals).
@@ -390,7 +398,7 @@ impl Replay {
                     return;
                 };
                 if ret != 0 {
-                    p.failed_allocations += u64::from(in_window);
+                    p.unfollowed.failed_allocations += u64::from(in_window);
                     return;
                 }
                 let tracked = match ptr {
@@ -428,8 +436,9 @@ impl Replay {
                         g.alloc(size, ts, in_window);
                     }
                 } else if in_window {
-                    p.untracked_allocations += 1;
-                    p.untracked_bytes = p.untracked_bytes.saturating_add(size);
+                    p.unfollowed.untracked_allocations += 1;
+                    p.unfollowed.untracked_bytes =
+                        p.unfollowed.untracked_bytes.saturating_add(size);
                 }
             }
             CudaArgs::Free { ptr, size, .. } => {
@@ -441,8 +450,9 @@ impl Replay {
                 if p.release(ptr, in_window) {
                     live_delta = -1;
                 } else if in_window {
-                    p.unknown_frees += 1;
-                    p.unknown_freed_bytes = p.unknown_freed_bytes.saturating_add(size.unwrap_or(0));
+                    let u = &mut p.unfollowed;
+                    u.unknown_frees += 1;
+                    u.unknown_freed_bytes = u.unknown_freed_bytes.saturating_add(size.unwrap_or(0));
                 }
             }
             CudaArgs::HostFree { ptr } => {
@@ -452,7 +462,7 @@ impl Replay {
                 if p.release(ptr, in_window) {
                     live_delta = -1;
                 } else if in_window {
-                    p.unknown_host_frees += 1;
+                    p.unfollowed.unknown_host_frees += 1;
                 }
             }
             _ => {}

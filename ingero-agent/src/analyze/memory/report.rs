@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::replay::{Level, Live, MemKind, ProcMemory, ReplayResult};
+use super::replay::{Level, Live, MemKind, ProcMemory, ReplayResult, Unfollowed};
 use crate::analyze::Analysis;
 use crate::analyze::events::labels_at;
 use crate::analyze::fmt;
@@ -56,12 +56,11 @@ pub struct MemoryRow {
     pub kinds: Kinds,
     /// Page-locked host memory, apart from the GPU's.
     pub pinned: Level,
-    pub unknown_frees: u64,
-    pub unknown_freed_bytes: u64,
-    pub unknown_host_frees: u64,
-    pub untracked_allocations: u64,
-    pub untracked_bytes: u64,
-    pub failed_allocations: u64,
+    /// What ingero could not size or follow (`unknown_frees`, `unknown_freed_bytes`,
+    /// `unknown_host_frees`, `untracked_allocations`, `untracked_bytes`,
+    /// `failed_allocations`).
+    #[serde(flatten)]
+    pub unfollowed: Unfollowed,
     /// When the process exited, if it did in the window (it holds nothing after).
     pub exited_ns: Option<u64>,
     /// GPU bytes still allocated when it exited (released by the exit).
@@ -125,12 +124,7 @@ pub fn build(an: &Analysis, r: ReplayResult) -> MemoryReport {
                 managed: p.kinds[MemKind::Managed.index()],
             },
             pinned: p.kinds[MemKind::Pinned.index()],
-            unknown_frees: p.unknown_frees,
-            unknown_freed_bytes: p.unknown_freed_bytes,
-            unknown_host_frees: p.unknown_host_frees,
-            untracked_allocations: p.untracked_allocations,
-            untracked_bytes: p.untracked_bytes,
-            failed_allocations: p.failed_allocations,
+            unfollowed: p.unfollowed,
             exited_ns: p.exited.as_ref().map(|e| e.ts_ns),
             held_at_exit_bytes: p.exited.as_ref().map(|e| e.gpu_held_bytes),
             largest: p
@@ -159,21 +153,22 @@ pub fn build(an: &Analysis, r: ReplayResult) -> MemoryReport {
 /// The row's notes for the table: what ingero could not size or follow, and an exit.
 fn notes(r: &MemoryRow, origin: u64) -> String {
     let mut n = Vec::new();
-    if r.unknown_frees > 0 {
-        n.push(format!("{} unknown free(s)", r.unknown_frees));
+    let u = &r.unfollowed;
+    if u.unknown_frees > 0 {
+        n.push(format!("{} unknown free(s)", u.unknown_frees));
     }
-    if r.unknown_host_frees > 0 {
-        n.push(format!("{} unknown host free(s)", r.unknown_host_frees));
+    if u.unknown_host_frees > 0 {
+        n.push(format!("{} unknown host free(s)", u.unknown_host_frees));
     }
-    if r.untracked_allocations > 0 {
+    if u.untracked_allocations > 0 {
         n.push(format!(
             "{} untracked alloc(s) {}",
-            r.untracked_allocations,
-            fmt::bytes(r.untracked_bytes)
+            u.untracked_allocations,
+            fmt::bytes(u.untracked_bytes)
         ));
     }
-    if r.failed_allocations > 0 {
-        n.push(format!("{} failed alloc(s)", r.failed_allocations));
+    if u.failed_allocations > 0 {
+        n.push(format!("{} failed alloc(s)", u.failed_allocations));
     }
     if let (Some(t), Some(b)) = (r.exited_ns, r.held_at_exit_bytes) {
         n.push(format!(

@@ -193,10 +193,10 @@ fn frees_of_unknown_pointers_are_counted_not_ignored() {
     ];
     let r = replay((0, 1_000), Limits::default(), &recs);
     let p = proc(&r, 1);
-    assert_eq!(p.unknown_frees, 2);
-    assert_eq!(p.unknown_freed_bytes, 3 * MIB);
-    assert_eq!(p.unknown_host_frees, 1);
-    assert_eq!(p.failed_allocations, 1);
+    assert_eq!(p.unfollowed.unknown_frees, 2);
+    assert_eq!(p.unfollowed.unknown_freed_bytes, 3 * MIB);
+    assert_eq!(p.unfollowed.unknown_host_frees, 1);
+    assert_eq!(p.unfollowed.failed_allocations, 1);
     assert_eq!(p.gpu.held_bytes, MIB);
     assert_eq!(p.gpu.frees, 0);
 }
@@ -246,7 +246,10 @@ fn a_driver_call_inside_a_runtime_memory_call_counts_once() {
     let p = proc(&r, 1);
     assert_eq!(p.gpu.allocations, 2);
     assert_eq!(p.gpu.frees, 1);
-    assert_eq!(p.unknown_frees, 0, "the nested free is not a second free");
+    assert_eq!(
+        p.unfollowed.unknown_frees, 0,
+        "the nested free is not a second free"
+    );
     assert_eq!(p.gpu.held_bytes, 2 * MIB);
     assert_eq!(p.gpu.peak_bytes, 3 * MIB);
 }
@@ -291,8 +294,8 @@ fn live_allocations_and_processes_are_bounded_and_losses_counted() {
     let p = proc(&r, 1);
     assert_eq!(p.gpu.live_allocations, 3);
     assert_eq!(p.gpu.held_bytes, 6 * MIB);
-    assert_eq!(p.untracked_allocations, 2);
-    assert_eq!(p.untracked_bytes, 9 * MIB);
+    assert_eq!(p.unfollowed.untracked_allocations, 2);
+    assert_eq!(p.unfollowed.untracked_bytes, 9 * MIB);
     // Process 2 found the live bound full too.
     assert_eq!(r.over_limit, 3);
     assert_eq!(r.untracked_process_calls, 1);
