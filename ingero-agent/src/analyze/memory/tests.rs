@@ -308,26 +308,14 @@ mod recorded {
     //! `query --memory` end to end on a recording written by the real recorder.
 
     use ingero_ebpf::CudaOp;
-    use ingero_trace::model::{AnnotationRecord, CudaArgs, Scope, TimelineRecord};
+    use ingero_trace::model::{CudaArgs, TimelineRecord};
     use ingero_trace::synth::{cuda, task};
 
     use crate::analyze::SelectionSpec;
-    use crate::analyze::tests::fixtures::{self, MS, T0};
+    use crate::analyze::tests::fixtures::{self, MS, T0, label};
 
     const A: u32 = 7_000_001;
     const B: u32 = 7_000_002;
-
-    fn label(pid: u32, ts: u64, k: &str, v: &str) -> TimelineRecord {
-        TimelineRecord::Annotation(AnnotationRecord {
-            labels: vec![(k.into(), v.into())],
-            scope: Some(Scope { pid, start_time: 1 }),
-            ts_ns: ts,
-            end_ns: None,
-            provenance_uid: 1000,
-            provenance_pid: Some(pid),
-            ..Default::default()
-        })
-    }
 
     fn alloc(pid: u32, ts: u64, size: u64, ptr: u64) -> TimelineRecord {
         let t = task(pid, pid, &format!("rank{}", pid % 10));

@@ -62,9 +62,10 @@ pub fn open(path: &std::path::Path, spec: &SelectionSpec) -> Analysis {
     Analysis::open(Some(path), spec).expect("analysis opens")
 }
 
-pub fn step(pid: u32, ts: u64, value: &str) -> TimelineRecord {
+/// An instant label `key=value` scoped to `pid`, written by the process itself.
+pub fn label(pid: u32, ts: u64, key: &str, value: &str) -> TimelineRecord {
     TimelineRecord::Annotation(AnnotationRecord {
-        labels: vec![("step".into(), value.into())],
+        labels: vec![(key.into(), value.into())],
         scope: Some(Scope { pid, start_time: 1 }),
         ts_ns: ts,
         end_ns: None,
@@ -72,6 +73,10 @@ pub fn step(pid: u32, ts: u64, value: &str) -> TimelineRecord {
         provenance_pid: Some(pid),
         ..Default::default()
     })
+}
+
+pub fn step(pid: u32, ts: u64, value: &str) -> TimelineRecord {
+    label(pid, ts, "step", value)
 }
 
 pub fn span(pid: u32, start: u64, end: u64, id: &str) -> TimelineRecord {
