@@ -122,19 +122,12 @@ impl Graphs {
 mod tests {
     use super::*;
     use ingero_ebpf::CudaOp;
-    use ingero_trace::model::{Comm, Task};
 
     fn call(op: CudaOp, args: CudaArgs) -> CudaCall {
         CudaCall {
             ts_ns: 1,
             duration_ns: 1,
-            task: Task {
-                pid: 7,
-                tid: 7,
-                comm: Comm::from_str_lossy("t"),
-                cgroup_id: 0,
-                cpu: 0,
-            },
+            task: ingero_trace::synth::task(7, 7, "t"),
             op,
             ret: 0,
             args,

@@ -171,9 +171,7 @@ mod tests {
     #[test]
     fn the_top_kernels_are_listed_by_api_time_with_long_names_cut() {
         use ingero_ebpf::CudaOp;
-        use ingero_trace::model::{
-            CallDetail, Comm, CudaArgs, CudaCall, Event, KernelName, NameSource, Task,
-        };
+        use ingero_trace::model::{CallDetail, CudaCall, Event, KernelName, NameSource};
         let mut stats = Stats {
             top_kernels: 2,
             ..Stats::default()
@@ -183,22 +181,10 @@ mod tests {
             stats.record(&Event::Cuda(CudaCall {
                 ts_ns: 1,
                 duration_ns: ns,
-                task: Task {
-                    pid: 1,
-                    tid: 1,
-                    comm: Comm::from_str_lossy("t"),
-                    cgroup_id: 0,
-                    cpu: 0,
-                },
+                task: ingero_trace::synth::task(1, 1, "t"),
                 op: CudaOp::LaunchKernel,
                 ret: 0,
-                args: CudaArgs::Launch {
-                    func: 1,
-                    grid: [1; 3],
-                    block: [1; 3],
-                    shared_mem: 0,
-                    stream: 0,
-                },
+                args: ingero_trace::synth::launch_args(1, 0),
                 detail: CallDetail {
                     kernel: Some(std::sync::Arc::new(KernelName {
                         mangled: name.into(),
