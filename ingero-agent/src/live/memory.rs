@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use ingero_ebpf::CudaOp;
 use ingero_trace::model::{CudaArgs, CudaCall, Event, ProcessOp};
 
-use crate::analyze::memory::replay::{MemKind, counts_for_memory};
+use ingero_trace::model::{MemKind, counts_for_memory};
 
 /// Most processes tallied at once.
 pub const MAX_MEMORY_PROCESSES: usize = 4096;

@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 
 use ingero_ebpf::CudaOp;
+use serde::Serialize;
 
 /// The direction of a copy: CUDA's `cudaMemcpyKind` argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -193,6 +194,59 @@ impl ArgsShape {
             ArgsShape::Alloc | ArgsShape::Free | ArgsShape::HostAlloc | ArgsShape::HostFree
         )
     }
+}
+
+/// Which allocator a block came from; kept apart because they are different resources.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemKind {
+    /// `cudaMalloc`, `cuMemAlloc`, `cuMemAllocPitch`.
+    Device,
+    /// Stream-ordered pool allocations: `cudaMallocAsync`, `cuMemAllocAsync`,
+    /// `cuMemAllocFromPoolAsync`.
+    Pool,
+    /// Unified memory: `cudaMallocManaged`, `cuMemAllocManaged`.
+    Managed,
+    /// Page-locked host memory: `cudaMallocHost`, `cudaHostAlloc`, `cuMemAllocHost`,
+    /// `cuMemHostAlloc`.
+    Pinned,
+}
+
+impl MemKind {
+    /// The kind's place in per-kind arrays (declaration order).
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// As written in reports (`device`, `pool`, `managed`, `pinned`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            MemKind::Device => "device",
+            MemKind::Pool => "pool",
+            MemKind::Managed => "managed",
+            MemKind::Pinned => "pinned",
+        }
+    }
+
+    /// The kind an allocating op hands out; `None` for every other op.
+    pub fn of_alloc(op: CudaOp) -> Option<MemKind> {
+        use CudaOp::*;
+        Some(match op {
+            Malloc | CuMemAlloc | CuMemAllocPitch => MemKind::Device,
+            MallocAsync | CuMemAllocAsync | CuMemAllocFromPoolAsync => MemKind::Pool,
+            MallocManaged | CuMemAllocManaged => MemKind::Managed,
+            _ if matches!(ArgsShape::of(op), ArgsShape::HostAlloc) => MemKind::Pinned,
+            _ => return None,
+        })
+    }
+}
+
+/// Whether a call counts for memory: a driver call made inside a runtime memory call
+/// (`cuMemAlloc` inside `cudaMalloc`) is that call's work and counted once, as it. A driver
+/// allocation nested in some other runtime call (a launch that allocates lazily) is the only
+/// record of that memory and counts.
+pub fn counts_for_memory(parent: Option<CudaOp>) -> bool {
+    parent.is_none_or(|p| !ArgsShape::of(p).is_memory())
 }
 
 /// What ingero saw of the capture that built an executable graph.

@@ -9,7 +9,10 @@ mod recorded;
 mod session;
 mod timeline;
 
-pub use cuda_args::{ArgsShape, Captured, CudaArgs, LaunchConfig, MemcpyKind, cuda_error_name};
+pub use cuda_args::{
+    ArgsShape, Captured, CudaArgs, LaunchConfig, MemKind, MemcpyKind, counts_for_memory,
+    cuda_error_name,
+};
 pub use event::{Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task};
 pub use kernel::{CallDetail, KernelName, NameSource};
 pub(crate) use placement::Placement;

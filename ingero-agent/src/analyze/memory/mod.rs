@@ -17,7 +17,8 @@ use anyhow::{Result, bail};
 use ingero_trace::read::TimeRange;
 
 use super::Analysis;
-pub use replay::{Limits, MemKind, Replay, Window};
+pub use ingero_trace::model::MemKind;
+pub use replay::{Limits, Replay, Window};
 pub use report::{MEMORY_CAVEAT, MemoryReport, MemoryRow};
 
 /// The window of `query --memory`: the selection's start to its end, or to `--at`.

@@ -16,7 +16,8 @@ use std::sync::Arc;
 use ingero_ebpf::CudaOp;
 use ingero_trace::fast_map::FastMap;
 use ingero_trace::model::{
-    ArgsShape, CudaArgs, CudaCallRecord, LifecycleRecord, ProcessOp, ReadRecord,
+    ArgsShape, CudaArgs, CudaCallRecord, LifecycleRecord, MemKind, ProcessOp, ReadRecord,
+    counts_for_memory,
 };
 use serde::Serialize;
 
@@ -28,58 +29,6 @@ pub const MAX_LIVE: usize = 1 << 20;
 pub const MAX_PROCESSES: usize = 65_536;
 /// The largest live allocations kept per process for display.
 pub const TOP_LIVE: usize = 5;
-
-/// Which allocator a block came from; kept apart because they are different resources.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MemKind {
-    /// `cudaMalloc`, `cuMemAlloc`, `cuMemAllocPitch`.
-    Device,
-    /// Stream-ordered pool allocations: `cudaMallocAsync`, `cuMemAllocAsync`,
-    /// `cuMemAllocFromPoolAsync`.
-    Pool,
-    /// Unified memory: `cudaMallocManaged`, `cuMemAllocManaged`.
-    Managed,
-    /// Page-locked host memory: `cudaMallocHost`, `cudaHostAlloc`, `cuMemAllocHost`,
-    /// `cuMemHostAlloc`.
-    Pinned,
-}
-
-impl MemKind {
-    /// Index into [`ProcMemory::kinds`].
-    pub const fn index(self) -> usize {
-        self as usize
-    }
-
-    pub const fn name(self) -> &'static str {
-        match self {
-            MemKind::Device => "device",
-            MemKind::Pool => "pool",
-            MemKind::Managed => "managed",
-            MemKind::Pinned => "pinned",
-        }
-    }
-
-    /// The kind an allocating op hands out; `None` for every other op.
-    pub fn of_alloc(op: CudaOp) -> Option<MemKind> {
-        use CudaOp::*;
-        Some(match op {
-            Malloc | CuMemAlloc | CuMemAllocPitch => MemKind::Device,
-            MallocAsync | CuMemAllocAsync | CuMemAllocFromPoolAsync => MemKind::Pool,
-            MallocManaged | CuMemAllocManaged => MemKind::Managed,
-            _ if matches!(ArgsShape::of(op), ArgsShape::HostAlloc) => MemKind::Pinned,
-            _ => return None,
-        })
-    }
-}
-
-/// Whether a call counts for memory: a driver call made inside a runtime memory call
-/// (`cuMemAlloc` inside `cudaMalloc`) is that call's work and counted once, as it. A driver
-/// allocation nested in some other runtime call (a launch that allocates lazily) is the only
-/// record of that memory and counts.
-pub fn counts_for_memory(parent: Option<CudaOp>) -> bool {
-    parent.is_none_or(|p| !ArgsShape::of(p).is_memory())
-}
 
 /// Bytes held over time, and what moved in the window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]

@@ -6,12 +6,13 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::replay::{Level, Live, MemKind, ProcMemory, ReplayResult, Unfollowed};
+use super::replay::{Level, Live, ProcMemory, ReplayResult, Unfollowed};
 use crate::analyze::Analysis;
 use crate::analyze::events::labels_at;
 use crate::analyze::fmt;
 use crate::analyze::json::Json;
 use crate::analyze::table::Table;
+use ingero_trace::model::MemKind;
 
 /// The process-scoped label that names a process's rank in a distributed job.
 pub use crate::analyze::query::RANK_KEY;

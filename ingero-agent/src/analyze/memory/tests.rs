@@ -8,7 +8,8 @@ use ingero_trace::model::{
     CallDetail, CudaArgs, CudaCallRecord, LifecycleRecord, ProcessOp, ReadRecord, ThreadRef,
 };
 
-use super::replay::{Limits, MemKind, ProcMemory, Replay, ReplayResult, Window};
+use super::replay::{Limits, ProcMemory, Replay, ReplayResult, Window};
+use ingero_trace::model::MemKind;
 
 const MIB: u64 = 1 << 20;
 
