@@ -178,6 +178,11 @@ impl CudaOp {
         )
     }
 
+    /// Whether the op submits GPU work to run: a kernel or a graph.
+    pub const fn is_launch(self) -> bool {
+        self.is_kernel_launch() || self.is_graph_launch()
+    }
+
     /// Whether the op waits for the device (its time is synchronisation wait).
     pub const fn is_sync(self) -> bool {
         matches!(

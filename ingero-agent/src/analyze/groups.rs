@@ -21,16 +21,6 @@ use ingero_trace::fast_map::FastMap;
 use ingero_trace::model::{CudaArgs, MemcpyKind};
 use ingero_trace::model::{CudaCallRecord, OffCpuRecord};
 
-/// Whether an op waits for the device (its time is synchronisation wait): runtime or driver.
-pub fn is_sync(op: CudaOp) -> bool {
-    op.is_sync()
-}
-
-/// Whether an op submits a kernel or graph: runtime or driver.
-pub fn is_launch(op: CudaOp) -> bool {
-    op.is_kernel_launch() || op.is_graph_launch()
-}
-
 /// Memcpy bytes by direction.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct MemcpyBytes {
@@ -129,9 +119,9 @@ impl GroupStats {
         self.cuda_calls += 1;
         self.api_time_ns += d;
         self.errors += u64::from(c.ret != 0);
-        if is_sync(c.op) {
+        if c.op.is_sync() {
             self.sync_time_ns += d;
-        } else if is_launch(c.op) {
+        } else if c.op.is_launch() {
             self.launches += 1;
             self.launch_time_ns += d;
         }

@@ -11,9 +11,7 @@
 
 use ingero_ebpf::CudaOp;
 
-use super::groups::{
-    GroupStats, Grouping, MemcpyBytes, Slowest, is_launch, is_sync, memcpy_bucket,
-};
+use super::groups::{GroupStats, Grouping, MemcpyBytes, Slowest, memcpy_bucket};
 use super::labels::LabelIndex;
 use super::pid_slots::PidSlots;
 use ingero_trace::model::{CudaCallRecord, OffCpuRecord};
@@ -96,8 +94,8 @@ impl Run {
         self.errors += u64::from(c.ret != 0);
         self.last_ns = self.last_ns.max(c.ts_ns + d);
         // Masks rather than branches: launches and synchronisations interleave.
-        let sync = u64::from(is_sync(c.op));
-        let launch = u64::from(is_launch(c.op));
+        let sync = u64::from(c.op.is_sync());
+        let launch = u64::from(c.op.is_launch());
         self.sync_ns += d & sync.wrapping_neg();
         self.launches += launch;
         self.launch_ns += d & launch.wrapping_neg();
