@@ -461,26 +461,11 @@ mod tests {
     }
 
     fn grouped(ix: &LabelIndex, keys: &[&str], events: &[(u32, u64)]) -> Vec<(Vec<String>, u64)> {
-        let mut g = Grouping::new(
-            GroupSpec::merged(keys.iter().map(|k| (*k).to_owned()).collect()),
-            ix,
-        );
-        for (pid, t) in events {
-            g.for_each_group(ix, *pid, *t, |s| s.cuda_calls += 1);
-        }
-        g.finish();
-        let mut v: Vec<_> = g
-            .groups
-            .iter()
-            .map(|(k, s)| {
-                (
-                    k.iter().map(|v| ix.value(*v).to_owned()).collect(),
-                    s.cuda_calls,
-                )
-            })
-            .collect();
-        v.sort();
-        v
+        let spec = GroupSpec::merged(keys.iter().map(|k| (*k).to_owned()).collect());
+        by_process(ix, spec, events)
+            .into_iter()
+            .map(|(labels, _, n)| (labels, n))
+            .collect()
     }
 
     #[test]
