@@ -29,33 +29,37 @@ pub struct ErrorGroup {
     pub last_duration_ns: u64,
     pub first_op: u16,
     pub last_op: u16,
+    /// Time spent in the failing calls.
+    pub total_ns: u64,
     /// The operations that returned it and how many times each (at most one entry per
     /// operation, so bounded by the op vocabulary).
     pub ops: Vec<(u16, u64)>,
 }
 
-/// Task names (who ran instead), interned.
+/// Who ran instead of a preempted thread: task name and thread id, interned (the same task
+/// often preempts many times in a row, and a culprit is named by both).
 #[derive(Default)]
 pub struct Names {
-    ids: FastMap<String, u32>,
-    names: Vec<String>,
-    /// The id returned last: the same task often preempts many times in a row.
+    ids: FastMap<(String, u32), u32>,
+    tasks: Vec<(String, u32)>,
+    /// The id returned last.
     last: Option<u32>,
 }
 
 impl Names {
-    pub fn intern(&mut self, s: &str) -> u32 {
+    pub fn intern(&mut self, comm: &str, tid: u32) -> u32 {
         if let Some(id) = self.last {
-            if self.get(id) == s {
+            if self.get(id) == comm && self.tid(id) == tid {
                 return id;
             }
         }
-        let id = match self.ids.get(s) {
+        let key = (comm.to_owned(), tid);
+        let id = match self.ids.get(&key) {
             Some(id) => *id,
             None => {
-                let id = self.names.len() as u32;
-                self.names.push(s.to_owned());
-                self.ids.insert(s.to_owned(), id);
+                let id = self.tasks.len() as u32;
+                self.tasks.push(key.clone());
+                self.ids.insert(key, id);
                 id
             }
         };
@@ -63,8 +67,14 @@ impl Names {
         id
     }
 
+    /// The task's name.
     pub fn get(&self, id: u32) -> &str {
-        self.names.get(id as usize).map_or("?", String::as_str)
+        self.tasks.get(id as usize).map_or("?", |(n, _)| n.as_str())
+    }
+
+    /// The task's thread id.
+    pub fn tid(&self, id: u32) -> u32 {
+        self.tasks.get(id as usize).map_or(0, |(_, t)| *t)
     }
 }
 
@@ -133,6 +143,7 @@ pub(super) fn add_error(errors: &mut BTreeMap<(i32, u32), ErrorGroup>, c: &CudaC
         e.last_op = op;
     }
     e.count += 1;
+    e.total_ns += c.duration_ns;
     match e.ops.iter_mut().find(|(o, _)| *o == op) {
         Some((_, n)) => *n += 1,
         None => e.ops.push((op, 1)),

@@ -16,7 +16,7 @@ use super::query::{REQUEST_KEY, RequestRow, request_report};
 use super::table::{Table, csv_cell};
 
 /// The incident report.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ExplainReport {
     /// Events that matched the selection.
     pub events: u64,
@@ -105,6 +105,25 @@ impl ExplainReport {
                 f.kind,
                 f.summary
             );
+            let _ = writeln!(
+                out,
+                "   impact: {} ({} of the selection)",
+                fmt::dur(f.impact_ns),
+                fmt::pct((f.share * 1e4) as u64, 10_000)
+            );
+            if !f.causes.is_empty() {
+                let _ = writeln!(out, "   causes:");
+                for c in &f.causes {
+                    let _ = writeln!(
+                        out,
+                        "     {:<11} {:>9} {:>5}  {}",
+                        c.cause.name(),
+                        fmt::dur(c.ns),
+                        fmt::pct((c.share * 1e4) as u64, 10_000),
+                        c.detail
+                    );
+                }
+            }
             let _ = writeln!(out, "   evidence:");
             for e in &f.evidence {
                 let _ = writeln!(
@@ -127,11 +146,19 @@ impl ExplainReport {
 
     /// One row per finding (evidence and fixes joined).
     pub fn csv(&self) -> String {
-        let mut t = Table::new(&["severity", "kind", "summary", "root_cause", "fixes"]);
+        let mut t = Table::new(&[
+            "severity",
+            "kind",
+            "impact_ns",
+            "summary",
+            "root_cause",
+            "fixes",
+        ]);
         for f in &self.findings {
             t.push(vec![
                 f.severity.label().to_owned(),
                 f.kind.clone(),
+                f.impact_ns.to_string(),
                 f.summary.clone(),
                 f.root_cause.clone(),
                 f.fixes.join(" "),

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use super::labels::{LabelIndex, ValueId};
 use super::resolve_cache::ResolveCache;
+use super::work_class::{CLASSES, WorkClass, is_sync_copy};
 use ingero_trace::fast_map::FastMap;
 use ingero_trace::model::{CudaArgs, MemcpyKind};
 use ingero_trace::model::{CudaCallRecord, OffCpuRecord};
@@ -98,6 +99,23 @@ pub struct GroupStats {
     pub last_ns: u64,
     #[serde(skip)]
     pub slowest: Option<Slowest>,
+    /// API time and calls by [`WorkClass`] (the causes `explain` splits time into).
+    #[serde(skip)]
+    pub class_ns: [u64; CLASSES],
+    #[serde(skip)]
+    pub class_calls: [u64; CLASSES],
+    /// Synchronous copies and memsets (see [`is_sync_copy`]): time and calls.
+    #[serde(skip)]
+    pub sync_copy_ns: u64,
+    #[serde(skip)]
+    pub sync_copy_calls: u64,
+    /// Off-CPU time that fell inside a CUDA call of the same thread: preempted, by the class
+    /// of the call it interrupted, and blocked (the call's own wait: a blocking sync, a
+    /// driver lock). Added by the scan when the call arrives (see `Scan::inner_off_cpu`).
+    #[serde(skip)]
+    pub preempted_in_cuda_ns: [u64; CLASSES],
+    #[serde(skip)]
+    pub blocked_in_cuda_ns: u64,
 }
 
 /// Keeps this many preempters per group (the rest are summed under the last).
@@ -125,9 +143,16 @@ impl GroupStats {
             self.launches += 1;
             self.launch_time_ns += d;
         }
+        let class = WorkClass::of(c.op).index();
+        self.class_ns[class] += d;
+        self.class_calls[class] += 1;
         if let Some((bucket, count)) = memcpy_bucket(&c.args) {
             self.memcpy_time_ns += d;
             *self.memcpy_bytes.bucket_mut(bucket) += count;
+        }
+        if is_sync_copy(&c.args) {
+            self.sync_copy_ns += d;
+            self.sync_copy_calls += 1;
         }
         if self.slowest.is_none_or(|s| d > s.duration_ns) {
             self.slowest = Some(Slowest {
@@ -157,6 +182,12 @@ impl GroupStats {
         self.launches += run.launches;
         self.launch_time_ns += run.launch_time_ns;
         self.errors += run.errors;
+        for i in 0..CLASSES {
+            self.class_ns[i] += run.class_ns[i];
+            self.class_calls[i] += run.class_calls[i];
+        }
+        self.sync_copy_ns += run.sync_copy_ns;
+        self.sync_copy_calls += run.sync_copy_calls;
         if let Some(s) = run.slowest {
             if self.slowest.is_none_or(|m| s.duration_ns > m.duration_ns) {
                 self.slowest = Some(s);
@@ -174,6 +205,14 @@ impl GroupStats {
             }
             OffCpuReason::Blocked => self.blocked_ns += o.duration_ns,
         }
+    }
+}
+
+impl GroupStats {
+    /// Counts off-CPU time of a thread that fell inside one of its CUDA calls, of `class`.
+    pub fn add_inner_off_cpu(&mut self, class: WorkClass, preempted_ns: u64, blocked_ns: u64) {
+        self.preempted_in_cuda_ns[class.index()] += preempted_ns;
+        self.blocked_in_cuda_ns += blocked_ns;
     }
 }
 

@@ -50,6 +50,7 @@ pub mod slow_calls;
 pub mod source;
 pub mod table;
 pub mod timespec;
+pub mod work_class;
 
 #[cfg(test)]
 mod tests;

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use super::activity::{Activity, ProcBins};
-use super::processes::ProcStats;
+use super::processes::{OpBits, ProcStats};
 use ingero_trace::model::CudaArgs;
 use ingero_trace::model::CudaCallRecord;
 
@@ -29,7 +29,7 @@ pub struct ProcRun {
     /// which ends the run first).
     name_empty: bool,
     name_seen: usize,
-    first_calls_full: u64,
+    first_calls_full: OpBits,
     calls: u64,
     api_ns: u64,
     last_ns: u64,
@@ -50,7 +50,7 @@ impl Default for ProcRun {
             hi: 0,
             name_empty: true,
             name_seen: 0,
-            first_calls_full: 0,
+            first_calls_full: OpBits::default(),
             calls: 0,
             api_ns: 0,
             last_ns: 0,
@@ -67,7 +67,7 @@ impl ProcRun {
             && self.start <= c.ts_ns
             && end < self.hi
             && c.ret == 0
-            && self.first_calls_full & (1u64 << (c.op as u16 & 63)) != 0
+            && self.first_calls_full.has(c.op)
             && !matches!(c.args, CudaArgs::Alloc { .. } | CudaArgs::Free { .. })
             && !((self.name_empty || c.thread.pid == c.thread.tid)
                 && name_addr(&c.thread.name) != self.name_seen);

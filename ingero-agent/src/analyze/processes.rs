@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use ingero_ebpf::CudaOp;
+use ingero_ebpf::cuda_ops::MAX_OP;
 
 use ingero_trace::fast_map::FastMap;
 use ingero_trace::model::CudaArgs;
@@ -42,13 +43,34 @@ pub struct ProcStats {
     pub first_alloc_ns: u64,
     pub last_alloc_ns: u64,
     live: FastMap<u64, u64>,
-    /// The first durations of each op (up to [`FIRST_CALLS`]).
-    pub first_calls: FastMap<CudaOp, Vec<u64>>,
-    /// Bit per op whose first calls are all in, so later calls skip the map.
-    first_calls_full: u64,
+    /// The first calls of each op (up to [`FIRST_CALLS`]): start and duration.
+    pub first_calls: FastMap<CudaOp, Vec<(u64, u64)>>,
+    /// The ops whose first calls are all in, so later calls skip the map.
+    first_calls_full: OpBits,
     /// The thread name checked last: once checked, `name` holds it (or it was empty), and
     /// held here it cannot be freed and its address reused for another name.
     name_seen: Option<Arc<str>>,
+}
+
+/// A set of ops: one bit per op value (the op table has at most `MAX_OP` values).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpBits([u64; MAX_OP / 64]);
+
+impl OpBits {
+    #[inline(always)]
+    pub fn has(&self, op: CudaOp) -> bool {
+        let v = op as usize;
+        self.0
+            .get(v / 64)
+            .is_some_and(|w| w & (1u64 << (v % 64)) != 0)
+    }
+
+    pub fn set(&mut self, op: CudaOp) {
+        let v = op as usize;
+        if let Some(w) = self.0.get_mut(v / 64) {
+            *w |= 1u64 << (v % 64);
+        }
+    }
 }
 
 impl ProcStats {
@@ -71,7 +93,7 @@ impl ProcStats {
         self.last_ns = self.last_ns.max(end);
         self.calls += 1;
         self.api_ns += c.duration_ns;
-        if self.first_calls_full & (1u64 << (c.op as u16 & 63)) == 0 {
+        if !self.first_calls_full.has(c.op) {
             self.add_first_call(c);
         }
         match c.args {
@@ -90,7 +112,7 @@ impl ProcStats {
 
     /// What decides whether a call needs [`Self::add`]: whether the name is empty, the name
     /// checked last, the ops with all their first calls.
-    pub(super) fn run_view(&self) -> (bool, Option<&Arc<str>>, u64) {
+    pub(super) fn run_view(&self) -> (bool, Option<&Arc<str>>, OpBits) {
         (
             self.name.is_empty(),
             self.name_seen.as_ref(),
@@ -109,15 +131,15 @@ impl ProcStats {
         self.name_seen = Some(Arc::clone(&c.thread.name));
     }
 
-    /// Keeps the call's duration while its op has fewer than [`FIRST_CALLS`].
+    /// Keeps the call while its op has fewer than [`FIRST_CALLS`].
     #[inline(never)]
     fn add_first_call(&mut self, c: &CudaCallRecord) {
         let first = self.first_calls.entry(c.op).or_default();
         if first.len() < FIRST_CALLS {
-            first.push(c.duration_ns);
+            first.push((c.ts_ns, c.duration_ns));
         }
         if first.len() >= FIRST_CALLS {
-            self.first_calls_full |= 1u64 << (c.op as u16 & 63);
+            self.first_calls_full.set(c.op);
         }
     }
 

@@ -247,14 +247,18 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
                 .and_then(Value::as_str)
                 .or_else(|| pid.and_then(|p| labels.process_value(RANK_KEY, p)))
                 .and_then(|r| r.parse().ok());
-            row.preempted_by = s
-                .preempters
-                .iter()
-                .map(|(w, ns)| Preempter {
-                    name: names.get(*w).to_owned(),
-                    ns: *ns,
-                })
-                .collect();
+            // By name: a row says which tasks ran instead, whatever their threads.
+            row.preempted_by = Vec::new();
+            for (w, ns) in &s.preempters {
+                let name = names.get(*w);
+                match row.preempted_by.iter_mut().find(|p| p.name == name) {
+                    Some(p) => p.ns += ns,
+                    None => row.preempted_by.push(Preempter {
+                        name: name.to_owned(),
+                        ns: *ns,
+                    }),
+                }
+            }
             row.preempted_by
                 .sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.name.cmp(&b.name)));
             Some(row)

@@ -14,6 +14,7 @@ use ingero_ebpf::CudaOp;
 use super::groups::{GroupStats, Grouping, MemcpyBytes, Slowest, memcpy_bucket};
 use super::labels::LabelIndex;
 use super::pid_slots::PidSlots;
+use super::work_class::{CLASSES, WorkClass, is_sync_copy};
 use ingero_trace::model::{CudaCallRecord, OffCpuRecord};
 
 /// A group an event is added to: the whole selection, or a slot of one grouping.
@@ -69,6 +70,10 @@ struct Run {
     first_ns: u64,
     last_ns: u64,
     slowest: Slowest,
+    class_ns: [u64; CLASSES],
+    class_calls: [u64; CLASSES],
+    sync_copy_ns: u64,
+    sync_copy_calls: u64,
 }
 
 impl Run {
@@ -99,9 +104,16 @@ impl Run {
         self.sync_ns += d & sync.wrapping_neg();
         self.launches += launch;
         self.launch_ns += d & launch.wrapping_neg();
+        let class = WorkClass::of(c.op).index();
+        self.class_ns[class] += d;
+        self.class_calls[class] += 1;
         if let Some((bucket, count)) = memcpy_bucket(&c.args) {
             self.memcpy_ns += d;
             self.bytes[bucket] += count;
+        }
+        if is_sync_copy(&c.args) {
+            self.sync_copy_ns += d;
+            self.sync_copy_calls += 1;
         }
         if d > self.slowest.duration_ns {
             self.slowest = Slowest {
@@ -131,6 +143,10 @@ impl Run {
             first_ns: self.first_ns,
             last_ns: self.last_ns,
             slowest: Some(self.slowest),
+            class_ns: self.class_ns,
+            class_calls: self.class_calls,
+            sync_copy_ns: self.sync_copy_ns,
+            sync_copy_calls: self.sync_copy_calls,
             ..GroupStats::default()
         }
     }
@@ -153,6 +169,10 @@ const NO_RUN: Run = Run {
         ts_ns: 0,
         duration_ns: 0,
     },
+    class_ns: [0; CLASSES],
+    class_calls: [0; CLASSES],
+    sync_copy_ns: 0,
+    sync_copy_calls: 0,
 };
 
 const NONE: usize = usize::MAX;
@@ -239,6 +259,26 @@ impl Routes {
             for t in &route.targets {
                 if let Some(s) = sinks.stats(*t) {
                     s.add_off_cpu(o, who);
+                }
+            }
+        }
+    }
+
+    /// Counts off-CPU time found inside a call (after the call itself was counted) into the
+    /// call's groups.
+    pub fn add_inner_off_cpu(
+        &mut self,
+        sinks: &mut Sinks<'_>,
+        c: &CudaCallRecord,
+        preempted_ns: u64,
+        blocked_ns: u64,
+    ) {
+        let class = WorkClass::of(c.op);
+        let r = self.route(sinks, c.thread.pid, c.ts_ns);
+        if let Some(route) = self.routes.get(r) {
+            for t in &route.targets {
+                if let Some(s) = sinks.stats(*t) {
+                    s.add_inner_off_cpu(class, preempted_ns, blocked_ns);
                 }
             }
         }

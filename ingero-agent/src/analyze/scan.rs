@@ -25,6 +25,11 @@ use ingero_trace::model::CudaArgs;
 use ingero_trace::model::{CudaCallRecord, OffCpuRecord, ReadRecord};
 use ingero_trace::read::{TimeRange, TraceReader};
 
+/// Calls shorter than this are not searched for off-CPU time inside them: a switch out and
+/// back takes microseconds, so what such a call could hold is noise, and the search costs a
+/// lookup per call.
+pub const INNER_OFF_CPU_MIN_NS: u64 = 10_000;
+
 /// Streams the recording once under `sel`, grouping by each of `groupings` at the same time.
 pub fn run(
     ix: &TraceIndex,
@@ -187,7 +192,27 @@ impl<'a> Scan<'a> {
         }
         if PROCS {
             self.process_cuda(c);
+            // Off-CPU time inside a call is the call's (a blocking wait) or the scheduler's
+            // (preempted), not time the thread spent elsewhere: the groups learn which.
+            if GROUPED && c.duration_ns >= INNER_OFF_CPU_MIN_NS {
+                self.inner_off_cpu(c);
+            }
         }
+    }
+
+    /// Off-CPU time of the call's thread inside the call (its intervals arrived first: they
+    /// end before the call does), counted into the call's groups.
+    #[inline(never)]
+    fn inner_off_cpu(&mut self, c: &CudaCallRecord) {
+        let (pre, blk, _) = self
+            .rings
+            .overlap(c.thread.tid, c.ts_ns, c.ts_ns + c.duration_ns);
+        if pre + blk == 0 {
+            return;
+        }
+        let (ix, agg) = (self.ix, &mut self.agg);
+        self.routes
+            .add_inner_off_cpu(&mut sinks(ix, agg), c, pre, blk);
     }
 
     /// Per-process accounting, activity bins, slow calls and errors of a call.
@@ -235,7 +260,7 @@ impl<'a> Scan<'a> {
         if !self.needs.processes && !self.grouped {
             return;
         }
-        let who = self.agg.names.intern(&o.next_comm);
+        let who = self.agg.names.intern(&o.next_comm, o.next_tid);
         if self.needs.processes {
             self.rings.push(o, who);
         }

@@ -52,7 +52,7 @@ impl OffCpuRings {
     }
 
     /// Off-CPU time of `tid` overlapping `[a, b]`: preempted, blocked, and by whom.
-    fn overlap(&self, tid: u32, a: u64, b: u64) -> (u64, u64, Vec<(u32, u64)>) {
+    pub(super) fn overlap(&self, tid: u32, a: u64, b: u64) -> (u64, u64, Vec<(u32, u64)>) {
         let (mut pre, mut blk, mut who) = (0, 0, Vec::new());
         if let Some(ring) = self.rings.get(&tid) {
             for s in ring.iter().rev() {

@@ -86,5 +86,6 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
             "Give each process its own GPU (CUDA_VISIBLE_DEVICES), or partition one with MIG.".into(),
             "If they must share, use MPS with per-client limits, or schedule them so they do not overlap.".into(),
         ],
+        ..Finding::default()
     }]
 }

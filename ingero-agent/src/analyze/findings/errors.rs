@@ -5,7 +5,7 @@
 
 use ingero_ebpf::CudaOp;
 
-use super::{Finding, Severity, proc_name};
+use super::{Finding, Severity, Window, proc_name};
 use crate::analyze::Analysis;
 use crate::analyze::aggregate::Aggregate;
 use ingero_trace::model::cuda_error_name;
@@ -84,6 +84,13 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
                 evidence,
                 root_cause: format!("the CUDA runtime reported {error} for {names}"),
                 fixes: vec![advice(*code).to_owned()],
+                pid: Some(*pid),
+                window: Window {
+                    start_ns: e.first_ns,
+                    end_ns: e.last_ns + e.last_duration_ns,
+                },
+                impact_ns: e.total_ns,
+                ..Finding::default()
             }
         })
         .collect()

@@ -55,5 +55,6 @@ pub fn check(_an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
         fixes: vec![
             "Compare eager launch API time with the replays' before moving more work into graphs (torch.compile mode=\"reduce-overhead\", torch.cuda.CUDAGraph)".into(),
         ],
+        ..Finding::default()
     }]
 }

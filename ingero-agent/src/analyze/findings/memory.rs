@@ -69,6 +69,8 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
                     "Reduce the batch size or model footprint, or free cached blocks (torch.cuda.empty_cache()) before large allocations.".into(),
                     "Check for other processes holding memory on the same GPU (nvidia-smi).".into(),
                 ],
+                pid: Some(*pid),
+                ..Finding::default()
             });
         }
     }
@@ -139,6 +141,8 @@ fn leak(an: &Analysis, agg: &Aggregate, pid: u32, who: &str) -> Option<Finding> 
             "Find what keeps device tensors alive across iterations (lists of losses or outputs kept with their graph, caches keyed by step); detach and drop them.".into(),
             "Check with torch.cuda.memory_summary() or a memory snapshot at two points of the run.".into(),
         ],
+        pid: Some(pid),
+        ..Finding::default()
     })
 }
 
@@ -199,5 +203,7 @@ fn spikes(an: &Analysis, agg: &Aggregate, pid: u32, who: &str) -> Option<Finding
             "Keep tensor shapes stable between iterations (pad variable lengths to buckets).".into(),
             "With PyTorch, try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, and avoid torch.cuda.empty_cache() inside the loop.".into(),
         ],
+        pid: Some(pid),
+        ..Finding::default()
     })
 }

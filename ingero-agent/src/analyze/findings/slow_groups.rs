@@ -1,243 +1,405 @@
-//! Slow groups: with annotations, the label groups (`step`, `epoch`, `request_id`, or the key
-//! of `explain --by KEY`) whose wall duration or API time is at least [`SLOW_GROUP_RATIO`] ×
-//! the median of their peers (at least [`SLOW_GROUP_MIN_GROUPS`] groups), saying what made up
-//! the difference: synchronisation wait, memcpy, launches, other CUDA calls, off-CPU time
-//! (preempted, with who ran instead, or blocked), or time on the CPU outside CUDA calls. Only
-//! components that carry at least [`SLOW_GROUP_PART_SHARE`] of the difference are named and
-//! get a fix, so a +12 µs wait does not sit beside a +200 ms sleep as if it mattered.
+//! Slow groups and unusual groups, for every label key `explain` groups by (`step`, `epoch`,
+//! `request_id`, or `--by KEY`).
+//!
+//! A group is compared with its peers in a local window (the [`LOCAL_PEERS`] groups before
+//! and after it, so a long recording's drift does not make its late steps slow): it is slow
+//! when its wall time is at least [`SLOW_MIN_RATIO`] × the peers' median and exceeds it by
+//! more than [`SLOW_MAD_K`] robust deviations (1.4826 × MAD) and [`SLOW_MIN_EXCESS_NS`]. Its
+//! impact is that excess, split into causes (see [`super::context`]) by comparing each
+//! part with the peers' median of the same part; parts carrying at least [`CAUSE_MIN_PART`]
+//! of the excess are named. A group whose excess is mostly cold start is left to the
+//! `cold_start` finding.
+//!
+//! A group that is not slow but made far more allocations, synchronisations or launches than
+//! its peers, or spent far longer in them ([`UNUSUAL_RATIO`]), is an `unusual_group`, its
+//! impact the extra time in those calls, its severity one level under what that impact
+//! would give.
+//!
+//! Several keys can describe one interval (a step and the request it served): the same
+//! interval is reported once, by the finding with the larger impact, carrying both labels.
 
-use super::{Finding, Severity, median};
-use crate::analyze::Analysis;
-use crate::analyze::aggregate::Aggregate;
+use serde_json::{Map, Value};
+
+use super::context::{Context, KeyRows, MIN_PEERS};
+use super::{CAUSE_KINDS, Cause, CauseKind, Finding, Window, median};
 use crate::analyze::fmt;
-use crate::analyze::query::{GroupRow, OVERLAP_CAVEAT, group_rows, label_text};
+use crate::analyze::query::{GroupRow, OVERLAP_CAVEAT, REQUEST_KEY};
+use crate::analyze::work_class::WorkClass;
 
 /// The keys looked at when `--by` is not given.
 pub const SLOW_GROUP_KEYS: [&str; 3] = ["step", "epoch", "request_id"];
-/// A group this many times its peers' median (duration or API time) is slow.
-pub const SLOW_GROUP_RATIO: f64 = 3.0;
-/// Fewer groups than this have no meaningful median.
-pub const SLOW_GROUP_MIN_GROUPS: usize = 3;
-/// At most this many slow groups are reported per key (the slowest).
+/// Peers on each side of a group that make its baseline.
+pub const LOCAL_PEERS: usize = 50;
+/// A slow group takes at least this many times its peers' median wall time...
+pub const SLOW_MIN_RATIO: f64 = 1.5;
+/// ...more than this many robust standard deviations (1.4826 × MAD) above it...
+pub const SLOW_MAD_K: f64 = 5.0;
+/// ...and at least this much more.
+pub const SLOW_MIN_EXCESS_NS: u64 = 1_000_000;
+/// At most this many slow groups are reported per key (the largest excess).
 pub const SLOW_GROUP_MAX_REPORTED: usize = 5;
-/// A ratio at or above this makes the finding HIGH.
-const SLOW_GROUP_HIGH_RATIO: f64 = 10.0;
-/// A component is named only when its excess over the median is at least this share of the
-/// group's excess: of its wall duration when that is slow, or, for the parts of API time, of
-/// its API time when that is slow.
-pub const SLOW_GROUP_PART_SHARE: f64 = 0.1;
+/// A cause is named when it carries at least this share of the excess.
+pub const CAUSE_MIN_PART: f64 = 0.1;
+/// A slow group whose excess is at least this share cold start is the cold start's.
+const COLD_SHARE: f64 = 0.5;
+/// Unusual work: at least this many times the peers' median count of a kind of call and
+/// [`UNUSUAL_MIN_EXTRA`] more, or this many times their median time in it and
+/// [`SLOW_MIN_EXCESS_NS`] more.
+pub const UNUSUAL_RATIO: f64 = 3.0;
+/// See [`UNUSUAL_RATIO`].
+pub const UNUSUAL_MIN_EXTRA: u64 = 10;
+/// Unusual groups reported per key.
+const UNUSUAL_MAX_REPORTED: usize = 3;
+/// Two findings cover the same interval when they overlap by this share of the shorter.
+const SAME_INTERVAL_SHARE: f64 = 0.8;
 
-/// One component of a group's time, and the medians it is compared with.
-struct Part {
-    name: &'static str,
-    value: fn(&GroupRow) -> u64,
-    /// A part of the group's API time.
-    api: bool,
+/// The kinds of call whose counts make a group unusual.
+const UNUSUAL_CLASSES: [WorkClass; 3] = [WorkClass::Alloc, WorkClass::Sync, WorkClass::Launch];
+
+/// A finding and the key it came from (for folding findings of the same interval).
+struct Candidate {
+    key: String,
+    finding: Finding,
 }
 
-const PARTS: [Part; 7] = [
-    Part {
-        name: "synchronisation wait",
-        value: |r| r.totals.sync_time_ns,
-        api: true,
-    },
-    Part {
-        name: "memcpy",
-        value: |r| r.totals.memcpy_time_ns,
-        api: true,
-    },
-    Part {
-        name: "kernel launches",
-        value: |r| r.totals.launch_time_ns,
-        api: true,
-    },
-    Part {
-        name: "other CUDA calls",
-        value: |r| {
-            r.totals.api_time_ns.saturating_sub(
-                r.totals.sync_time_ns + r.totals.memcpy_time_ns + r.totals.launch_time_ns,
-            )
-        },
-        api: true,
-    },
-    Part {
-        name: "off-CPU preempted",
-        value: |r| r.totals.preempted_ns,
-        api: false,
-    },
-    Part {
-        name: "off-CPU blocked",
-        value: |r| r.totals.blocked_ns,
-        api: false,
-    },
-    Part {
-        // Wall time neither in CUDA calls nor off the CPU (zero when several threads' calls
-        // add up to more than the wall time).
-        name: "CPU time outside CUDA calls",
-        value: |r| {
-            r.duration_ns
-                .saturating_sub(r.totals.api_time_ns + r.totals.off_cpu_ns)
-        },
-        api: false,
-    },
-];
-
-fn fix_for(part: &str) -> &'static str {
-    match part {
-        "synchronisation wait" => {
-            "The GPU work queued in this group took longer: compare its kernels and batch sizes with the other groups, and avoid synchronising on the host where a stream event would do."
-        }
-        "memcpy" => {
-            "Transfers dominate this group: use pinned host memory, overlap copies with compute on separate streams, or move less data."
-        }
-        "kernel launches" => {
-            "More or slower launches than usual: check for a different code path in this group, or capture the steady part in a CUDA graph."
-        }
-        "other CUDA calls" => {
-            "Other CUDA runtime calls (allocations, frees, events, stream management) took longer: keep cudaMalloc and cudaFree out of the loop with preallocated buffers or a caching allocator."
-        }
-        "CPU time outside CUDA calls" => {
-            "The CUDA thread was busy on the CPU between CUDA calls: profile the host side of this group (py-spy, perf) for data preparation, Python overhead or logging."
-        }
-        "off-CPU preempted" => {
-            "The CUDA thread was preempted: pin the workload to dedicated cores (taskset, cpuset) or lower the priority of the preempting tasks."
-        }
-        _ => {
-            "The CUDA thread slept: look for host-side waits in this group (data loading, I/O, locks, checkpoints)."
-        }
-    }
-}
-
-pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
-    let mut out = Vec::new();
-    for g in &agg.groupings {
-        if g.keys.len() != 1 {
+pub fn check(ctx: &Context<'_>) -> Vec<Finding> {
+    let mut candidates = Vec::new();
+    for k in &ctx.keys {
+        if k.rows.len() < MIN_PEERS {
             continue;
         }
-        let rows = group_rows(an, &agg.names, g);
-        if rows.len() < SLOW_GROUP_MIN_GROUPS {
-            continue;
-        }
-        let key = &g.keys[0];
-        let med_dur = median(rows.iter().map(|r| r.duration_ns).collect());
-        let med_api = median(rows.iter().map(|r| r.totals.api_time_ns).collect());
-        let med_parts: Vec<u64> = PARTS
-            .iter()
-            .map(|p| median(rows.iter().map(|r| (p.value)(r)).collect()))
-            .collect();
-        let ratio_of = |v: u64, m: u64| if m == 0 { 0.0 } else { v as f64 / m as f64 };
-        let mut slow: Vec<(f64, f64, f64, &GroupRow)> = rows
-            .iter()
-            .map(|r| {
-                let rd = ratio_of(r.duration_ns, med_dur);
-                let ra = ratio_of(r.totals.api_time_ns, med_api);
-                (rd.max(ra), rd, ra, r)
-            })
-            .filter(|(ratio, ..)| *ratio >= SLOW_GROUP_RATIO)
-            .collect();
-        slow.sort_by(|a, b| {
-            b.0.total_cmp(&a.0)
-                .then_with(|| a.3.start_ns.cmp(&b.3.start_ns))
-        });
-        for (ratio, rd, ra, r) in slow.into_iter().take(SLOW_GROUP_MAX_REPORTED) {
-            // What a part must reach to count, for each way the group is slow.
-            let share_of = |slow_ratio: f64, v: u64, m: u64| {
-                (slow_ratio >= SLOW_GROUP_RATIO)
-                    .then(|| (v.saturating_sub(m) as f64 * SLOW_GROUP_PART_SHARE).max(1.0))
-            };
-            let dur_bar = share_of(rd, r.duration_ns, med_dur);
-            let api_bar = share_of(ra, r.totals.api_time_ns, med_api);
-            let mut extra: Vec<(&'static str, u64)> = PARTS
-                .iter()
-                .zip(&med_parts)
-                .map(|(p, m)| (p, (p.value)(r).saturating_sub(*m)))
-                .filter(|(p, d)| {
-                    let d = *d as f64;
-                    dur_bar.is_some_and(|bar| d >= bar)
-                        || (p.api && api_bar.is_some_and(|bar| d >= bar))
-                })
-                .map(|(p, d)| (p.name, d))
-                .collect();
-            extra.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-            let name = label_text(&r.labels);
-            let made_of = if extra.is_empty() {
-                "no single component stands out against the median".to_owned()
-            } else {
-                extra
-                    .iter()
-                    .take(3)
-                    .map(|(n, d)| format!("+{} {n}", fmt::dur(*d)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            let mut root_cause = match extra.first() {
-                Some((part, _)) if *part == "off-CPU preempted" => {
-                    let who = group_preempters(r);
-                    format!(
-                        "the difference is mostly the CUDA thread being preempted ({made_of}); preempted by {who}"
-                    )
-                }
-                Some((part, _)) => format!("the difference is mostly {part} ({made_of})"),
-                None => made_of.clone(),
-            };
-            if g.overlapping {
-                root_cause.push_str(". ");
-                root_cause.push_str(OVERLAP_CAVEAT);
-            }
-            let mut evidence = vec![an.evidence(
-                r.start_ns,
-                r.duration_ns,
-                format!(
-                    "{name}: {} calls, API {}, sync {}, off-CPU {} (median {key}: {} long, API {})",
-                    r.totals.cuda_calls,
-                    fmt::dur(r.totals.api_time_ns),
-                    fmt::dur(r.totals.sync_time_ns),
-                    fmt::dur(r.totals.off_cpu_ns),
-                    fmt::dur(med_dur),
-                    fmt::dur(med_api)
-                ),
-            )];
-            if let Some(s) = &r.slowest_op {
-                evidence.push(an.evidence(
-                    s.ts_ns,
-                    s.duration_ns,
-                    format!("slowest call in {name}: {}", s.op),
-                ));
-            }
-            let severity = if ratio >= SLOW_GROUP_HIGH_RATIO {
-                Severity::High
-            } else {
-                Severity::Medium
-            };
-            out.push(Finding {
-                severity,
-                kind: "slow_group".into(),
-                summary: format!(
-                    "{name} is {} the median {key} (took {}, API {}): {made_of}",
-                    fmt::ratio(ratio),
-                    fmt::dur(r.duration_ns),
-                    fmt::dur(r.totals.api_time_ns)
-                ),
-                evidence,
-                root_cause,
-                fixes: extra
-                    .iter()
-                    .take(2)
-                    .map(|(p, _)| fix_for(p).to_owned())
-                    .collect(),
-            });
-        }
+        candidates.extend(key_findings(ctx, k));
     }
-    out
+    fold_same_intervals(candidates)
 }
 
-/// Who preempted the group's threads, with shares.
-fn group_preempters(r: &GroupRow) -> String {
-    let total: u64 = r.preempted_by.iter().map(|p| p.ns).sum();
-    r.preempted_by
+/// The baseline of the group at `i`: the rows of its local window.
+fn peers(rows: &[GroupRow], i: usize) -> &[GroupRow] {
+    let lo = i.saturating_sub(LOCAL_PEERS);
+    let hi = (i + LOCAL_PEERS + 1).min(rows.len());
+    &rows[lo..hi]
+}
+
+/// Median and MAD.
+fn median_mad(v: Vec<u64>) -> (u64, u64) {
+    let m = median(v.clone());
+    let mad = median(v.into_iter().map(|x| x.abs_diff(m)).collect());
+    (m, mad)
+}
+
+fn key_findings(ctx: &Context<'_>, k: &KeyRows) -> Vec<Candidate> {
+    let comps: Vec<_> = k.rows.iter().map(|r| ctx.components(r)).collect();
+    let mut slow = Vec::new();
+    let mut unusual = Vec::new();
+    for (i, r) in k.rows.iter().enumerate() {
+        let window = peers(&k.rows, i);
+        let lo = i.saturating_sub(LOCAL_PEERS);
+        let (med, mad) = median_mad(window.iter().map(|p| p.duration_ns).collect());
+        let excess = r.duration_ns.saturating_sub(med);
+        let robust = SLOW_MAD_K * 1.4826 * mad as f64;
+        if r.duration_ns as f64 >= SLOW_MIN_RATIO * med as f64
+            && excess as f64 > robust
+            && excess >= SLOW_MIN_EXCESS_NS
+        {
+            let window_comps = &comps[lo..lo + window.len()];
+            if let Some(f) = slow_finding(ctx, k, r, &comps[i], window_comps, med) {
+                slow.push(f);
+            }
+        } else if let Some(f) = unusual_finding(ctx, k, r, window) {
+            unusual.push(f);
+        }
+    }
+    let by_impact = |v: &mut Vec<Finding>| {
+        v.sort_by(|a, b| {
+            b.impact_ns
+                .cmp(&a.impact_ns)
+                .then(a.window.start_ns.cmp(&b.window.start_ns))
+        })
+    };
+    by_impact(&mut slow);
+    by_impact(&mut unusual);
+    slow.into_iter()
+        .take(SLOW_GROUP_MAX_REPORTED)
+        .chain(unusual.into_iter().take(UNUSUAL_MAX_REPORTED))
+        .map(|finding| Candidate {
+            key: k.key.clone(),
+            finding,
+        })
+        .collect()
+}
+
+/// The group's own label value.
+fn group_labels(k: &KeyRows, r: &GroupRow) -> Map<String, Value> {
+    let mut m = Map::new();
+    if let Some(v) = r.labels.get(&k.key) {
+        m.insert(k.key.clone(), v.clone());
+    }
+    m
+}
+
+fn name_of(labels: &Map<String, Value>) -> String {
+    labels
         .iter()
-        .take(3)
-        .map(|p| format!("{} ({})", p.name, fmt::pct(p.ns, total)))
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(",")
+}
+
+fn slow_finding(
+    ctx: &Context<'_>,
+    k: &KeyRows,
+    r: &GroupRow,
+    own: &[u64; CAUSE_KINDS.len()],
+    window: &[[u64; CAUSE_KINDS.len()]],
+    med: u64,
+) -> Option<Finding> {
+    let excess = r.duration_ns.saturating_sub(med);
+    let mut parts: Vec<(CauseKind, u64)> = CAUSE_KINDS
+        .iter()
+        .map(|kind| {
+            let i = kind.index();
+            let base = median(window.iter().map(|c| c[i]).collect());
+            (*kind, own[i].saturating_sub(base))
+        })
+        .collect();
+    // The parts' medians need not add up to the median group, so their growth can exceed
+    // the excess: scaled down, they account for it exactly.
+    let sum: u64 = parts.iter().map(|(_, ns)| ns).sum();
+    if sum > excess {
+        for (_, ns) in &mut parts {
+            *ns = (*ns as u128 * excess as u128 / sum as u128) as u64;
+        }
+    }
+    let mut causes: Vec<Cause> = parts
+        .into_iter()
+        .filter(|(_, ns)| *ns as f64 >= CAUSE_MIN_PART * excess as f64 && *ns > 0)
+        .map(|(kind, ns)| ctx.cause(kind, ns, excess, r))
+        .collect();
+    causes.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.cause.cmp(&b.cause)));
+    if causes
+        .first()
+        .is_some_and(|c| c.cause == CauseKind::ColdStart && c.share >= COLD_SHARE)
+    {
+        return None;
+    }
+    let labels = group_labels(k, r);
+    let name = name_of(&labels);
+    let made_of = if causes.is_empty() {
+        "no single part stands out against the peers".to_owned()
+    } else {
+        causes
+            .iter()
+            .take(3)
+            .map(Cause::phrase)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let ratio = r.duration_ns as f64 / med.max(1) as f64;
+    let mut root_cause = match causes.first() {
+        Some(c) => format!(
+            "most of the extra {} was {} ({made_of})",
+            fmt::dur(excess),
+            c.cause.text()
+        ),
+        None => format!("the extra {} has no dominant part", fmt::dur(excess)),
+    };
+    if k.key == REQUEST_KEY && k.overlapping {
+        root_cause.push_str(". ");
+        root_cause.push_str(OVERLAP_CAVEAT);
+    }
+    let mut evidence = vec![ctx.an.evidence(
+        r.start_ns,
+        r.duration_ns,
+        format!(
+            "{name}: {} calls, API {}, sync {}, off-CPU {} (median {}: {})",
+            r.totals.cuda_calls,
+            fmt::dur(r.totals.api_time_ns),
+            fmt::dur(r.totals.sync_time_ns),
+            fmt::dur(r.totals.off_cpu_ns),
+            k.key,
+            fmt::dur(med),
+        ),
+    )];
+    if let Some(s) = &r.slowest_op {
+        evidence.push(ctx.an.evidence(
+            s.ts_ns,
+            s.duration_ns,
+            format!("slowest call in {name}: {}", s.op),
+        ));
+    }
+    Some(Finding {
+        severity: ctx.an.impact_severity(excess),
+        kind: "slow_group".into(),
+        summary: format!(
+            "{name} took {}, {} the median {}: {made_of}",
+            fmt::dur(r.duration_ns),
+            fmt::ratio(ratio),
+            fmt::dur(med)
+        ),
+        labels: Some(labels),
+        pid: r.pid,
+        window: Window {
+            start_ns: r.start_ns,
+            end_ns: r.end_ns,
+        },
+        impact_ns: excess,
+        fixes: causes
+            .iter()
+            .take(2)
+            .map(|c| c.cause.fix().to_owned())
+            .collect(),
+        causes,
+        evidence,
+        root_cause,
+        ..Finding::default()
+    })
+}
+
+fn unusual_finding(
+    ctx: &Context<'_>,
+    k: &KeyRows,
+    r: &GroupRow,
+    window: &[GroupRow],
+) -> Option<Finding> {
+    let mut causes = Vec::new();
+    let mut counts = Vec::new();
+    for class in UNUSUAL_CLASSES {
+        let i = class.index();
+        let n = r.totals.class_calls[i];
+        let med_n = median(window.iter().map(|p| p.totals.class_calls[i]).collect());
+        let own_ns = r.totals.class_ns[i];
+        let med_ns = median(window.iter().map(|p| p.totals.class_ns[i]).collect());
+        let ns = own_ns.saturating_sub(med_ns);
+        let many =
+            n as f64 >= UNUSUAL_RATIO * med_n.max(1) as f64 && n >= med_n + UNUSUAL_MIN_EXTRA;
+        let long = own_ns as f64 >= UNUSUAL_RATIO * med_ns as f64 && ns >= SLOW_MIN_EXCESS_NS;
+        if !(many || long) {
+            continue;
+        }
+        counts.push(format!(
+            "{n} {} calls taking {} (median {med_n}, {})",
+            class_noun(class),
+            fmt::dur(own_ns),
+            fmt::dur(med_ns)
+        ));
+        causes.push((super::context::cause_of(class), ns));
+    }
+    let impact: u64 = causes.iter().map(|(_, ns)| ns).sum();
+    if causes.is_empty() || impact == 0 {
+        return None;
+    }
+    let mut causes: Vec<Cause> = causes
+        .into_iter()
+        .map(|(kind, ns)| ctx.cause(kind, ns, impact, r))
+        .collect();
+    causes.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.cause.cmp(&b.cause)));
+    let labels = group_labels(k, r);
+    let name = name_of(&labels);
+    Some(Finding {
+        severity: ctx.an.impact_severity(impact).lowered(),
+        kind: "unusual_group".into(),
+        summary: format!(
+            "{name} was not slower than its peers but made {}: +{} in those calls",
+            counts.join(", "),
+            fmt::dur(impact)
+        ),
+        labels: Some(labels),
+        pid: r.pid,
+        window: Window {
+            start_ns: r.start_ns,
+            end_ns: r.end_ns,
+        },
+        impact_ns: impact,
+        evidence: vec![ctx.an.evidence(
+            r.start_ns,
+            r.duration_ns,
+            format!(
+                "{name}: {} calls, API {}",
+                r.totals.cuda_calls,
+                fmt::dur(r.totals.api_time_ns)
+            ),
+        )],
+        root_cause: {
+            let mut c = format!(
+                "{name} took a different path: its CUDA work is unlike its peers' although its wall time is not"
+            );
+            if k.key == REQUEST_KEY && k.overlapping {
+                c.push_str(". ");
+                c.push_str(OVERLAP_CAVEAT);
+            }
+            c
+        },
+        fixes: causes.iter().map(|c| c.cause.fix().to_owned()).collect(),
+        causes,
+        ..Finding::default()
+    })
+}
+
+fn class_noun(class: WorkClass) -> &'static str {
+    match class {
+        WorkClass::Alloc => "malloc/free",
+        WorkClass::Sync => "synchronisation",
+        WorkClass::Launch => "launch",
+        WorkClass::Memcpy => "memcpy",
+        WorkClass::Other => "other CUDA",
+    }
+}
+
+/// Keeps one finding per interval: a finding whose window is (nearly) one already kept from
+/// another key adds its labels and a line to that one.
+fn fold_same_intervals(mut candidates: Vec<Candidate>) -> Vec<Finding> {
+    candidates.sort_by(|a, b| {
+        b.finding
+            .impact_ns
+            .cmp(&a.finding.impact_ns)
+            .then(a.finding.window.start_ns.cmp(&b.finding.window.start_ns))
+            .then(a.key.cmp(&b.key))
+    });
+    let mut kept: Vec<Candidate> = Vec::new();
+    for c in candidates {
+        let same = kept.iter_mut().find(|k| {
+            k.key != c.key
+                && k.finding.kind == c.finding.kind
+                && same_interval(k.finding.window, c.finding.window)
+        });
+        match same {
+            Some(k) => {
+                let other = c.finding.labels.unwrap_or_default();
+                let text = name_of(&other);
+                if let Some(labels) = k.finding.labels.as_mut() {
+                    for (key, v) in other {
+                        labels.entry(key).or_insert(v);
+                    }
+                }
+                if let Some(first) = k.finding.evidence.first().cloned() {
+                    k.finding.evidence.push(super::Evidence {
+                        what: format!("the same interval is {text}"),
+                        ..first
+                    });
+                }
+            }
+            None => kept.push(c),
+        }
+    }
+    kept.into_iter().map(|c| c.finding).collect()
+}
+
+fn same_interval(a: Window, b: Window) -> bool {
+    let overlap = a
+        .end_ns
+        .min(b.end_ns)
+        .saturating_sub(a.start_ns.max(b.start_ns));
+    let shorter = (a.end_ns - a.start_ns.min(a.end_ns)).min(b.end_ns - b.start_ns.min(b.end_ns));
+    shorter > 0 && overlap as f64 >= SAME_INTERVAL_SHARE * shorter as f64
+}
+
+impl Cause {
+    /// `+1.21s blocked off-CPU`, naming who preempted.
+    pub fn phrase(&self) -> String {
+        let mut s = format!("+{} {}", fmt::dur(self.ns), self.cause.text());
+        if let Some(top) = self.by.first() {
+            s.push_str(&format!(" by {}", top.comm));
+        }
+        s
+    }
 }

@@ -21,13 +21,13 @@
 
 use std::collections::BTreeMap;
 
-use super::{Finding, Severity, median, proc_name};
+use super::{Cause, CauseKind, Finding, Severity, Window, median, proc_name};
 use crate::analyze::Analysis;
 use crate::analyze::aggregate::Aggregate;
 use crate::analyze::fmt;
 use crate::analyze::groups::{GroupSpec, Grouping, PID_KEY};
 use crate::analyze::labels::LabelIndex;
-use crate::analyze::query::{GroupRow, group_rows};
+use crate::analyze::query::{GroupRow, RANK_KEY, group_rows};
 
 /// The label whose groups are compared across processes.
 pub const STRAGGLER_KEY: &str = "step";
@@ -343,8 +343,63 @@ fn finding(
         },
         kind: "straggler".into(),
         summary,
+        labels: rank.map(|r| {
+            let mut m = serde_json::Map::new();
+            m.insert(
+                RANK_KEY.to_owned(),
+                serde_json::Value::String(r.to_string()),
+            );
+            m
+        }),
+        pid: Some(pid),
+        window: Window {
+            start_ns: list.iter().map(|s| s.start_ns).min().unwrap_or(0),
+            end_ns: list
+                .iter()
+                .map(|s| s.start_ns + s.duration_ns)
+                .max()
+                .unwrap_or(0),
+        },
+        impact_ns: total,
+        causes: straggler_causes(&list, total),
         evidence,
         root_cause,
         fixes,
+        ..Finding::default()
     }
+}
+
+/// The causes of a straggler's excess, summed over its steps.
+fn straggler_causes(list: &[Straggle], total: u64) -> Vec<Cause> {
+    const KINDS: [CauseKind; PARTS.len()] = [
+        CauseKind::Blocked,
+        CauseKind::Preempted,
+        CauseKind::Cpu,
+        CauseKind::Memcpy,
+        CauseKind::Launch,
+        CauseKind::OtherCuda,
+    ];
+    let mut sums = [0u64; PARTS.len()];
+    for s in list {
+        for (p, ns) in &s.causes {
+            if let Some(x) = sums.get_mut(*p) {
+                *x += ns;
+            }
+        }
+    }
+    let mut out: Vec<Cause> = sums
+        .iter()
+        .zip(KINDS)
+        .zip(PARTS)
+        .filter(|((ns, _), _)| **ns > 0)
+        .map(|((ns, kind), (text, _))| Cause {
+            cause: kind,
+            ns: *ns,
+            share: (*ns as f64 / total.max(1) as f64).min(1.0),
+            detail: format!("{text} beyond the other ranks' median"),
+            by: Vec::new(),
+        })
+        .collect();
+    out.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.cause.cmp(&b.cause)));
+    out
 }

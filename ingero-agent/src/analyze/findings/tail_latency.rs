@@ -6,7 +6,8 @@
 //! [`CAUSE_MIN_SHARE`] of the slow calls' excess over p50; with none the tail is reported as
 //! unexplained, at LOW.
 
-use super::{Evidence, Finding, Severity, proc_name};
+use super::context::culprits;
+use super::{Cause, CauseKind, Evidence, Finding, Severity, Window, proc_name};
 use crate::analyze::Analysis;
 use crate::analyze::aggregate::Aggregate;
 use crate::analyze::fmt;
@@ -16,8 +17,6 @@ use crate::analyze::slow_calls::{CAUSE_WINDOW_NS, SlowCall};
 pub const TAIL_RATIO: f64 = 3.0;
 /// Fewer calls than this say nothing about a tail.
 pub const TAIL_MIN_CALLS: u64 = 10;
-/// p99 / p50 at or above which an explained tail is HIGH rather than MEDIUM.
-pub const TAIL_HIGH_RATIO: f64 = 10.0;
 /// A cause must cover this share of the slow calls' time above p50.
 pub const CAUSE_MIN_SHARE: f64 = 0.25;
 /// Slow calls listed as evidence.
@@ -133,12 +132,46 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
             ));
             fixes.push("Give the processes separate GPUs, or serialise them (MPS limits, a scheduler) so they do not share one device at the same time.".into());
         }
+        // An unexplained tail is LOW; an explained one matters as much as its excess.
         let severity = if found.is_empty() {
             Severity::Low
-        } else if ratio >= TAIL_HIGH_RATIO {
-            Severity::High
         } else {
-            Severity::Medium
+            an.impact_severity(c.excess)
+        };
+        let mut cause_list = Vec::new();
+        for (kind, ns) in [
+            (CauseKind::Preempted, c.preempted),
+            (CauseKind::Blocked, c.blocked),
+        ] {
+            if ns > 0 && ns >= need {
+                let by = if kind == CauseKind::Preempted {
+                    culprits(agg, &c.preempters)
+                } else {
+                    Vec::new()
+                };
+                // The window reaches before the calls: what it holds can exceed their
+                // excess, which is all a cause can explain.
+                let ns = ns.min(c.excess);
+                cause_list.push(Cause {
+                    cause: kind,
+                    ns,
+                    share: (ns as f64 / c.excess.max(1) as f64).min(1.0),
+                    detail: format!(
+                        "in and up to {} before the slowest calls",
+                        fmt::dur(CAUSE_WINDOW_NS)
+                    ),
+                    by,
+                });
+            }
+        }
+        cause_list.sort_by_key(|c| std::cmp::Reverse(c.ns));
+        let window = Window {
+            start_ns: slow.iter().map(|s| s.ts_ns).min().unwrap_or(0),
+            end_ns: slow
+                .iter()
+                .map(|s| s.ts_ns + s.duration_ns)
+                .max()
+                .unwrap_or(0),
         };
         let op = stats.op.name();
         let root_cause = if found.is_empty() {
@@ -187,6 +220,10 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
             evidence,
             root_cause,
             fixes,
+            window,
+            impact_ns: c.excess,
+            causes: cause_list,
+            ..Finding::default()
         });
     }
     out

@@ -180,7 +180,8 @@ pub fn free(t: Task, ts: u64, ptr: u64) -> TimelineRecord {
     )
 }
 
-/// Steps 40..=49, 100 ms each except step 42 (400 ms, a preemption storm by `stress-ng`).
+/// Steps 40..=49, 100 ms each except step 42 (400 ms, a preemption storm by `stress-ng`); each
+/// ends in a 45 ms synchronisation.
 pub fn training() -> Vec<TimelineRecord> {
     let t = task(TRAINER, TRAINER, "trainer");
     let mut v = Vec::new();
@@ -215,7 +216,8 @@ pub fn training() -> Vec<TimelineRecord> {
                 at += MS;
             }
         }
-        v.push(sync(t, at, 5 * MS));
+        // GPU-bound: the host waits for the queued work.
+        v.push(sync(t, at, 45 * MS));
         ts += if storm { 400 * MS } else { 100 * MS };
     }
     v.push(step(TRAINER, ts, "50"));
@@ -296,10 +298,11 @@ pub fn clean() -> Vec<TimelineRecord> {
         v.push(step(CLEAN, ts, &s.to_string()));
         let p = 0x5000_0000_0000 + s * 4096;
         v.push(malloc(t, ts + 10 * US, 1 << 20, p, 0));
+        // GPU-bound: the launches queue ahead and the host waits in the sync.
         for k in 0..90 {
-            v.push(launch(t, ts + MS + k * MS, 10 * US));
+            v.push(launch(t, ts + MS + k * 20 * US, 10 * US));
         }
-        v.push(sync(t, ts + 92 * MS, MS));
+        v.push(sync(t, ts + 3 * MS, 90 * MS));
         v.push(free(t, ts + 95 * MS, p));
     }
     v

@@ -158,7 +158,7 @@ fn the_request_overlap_caveat_is_only_for_overlapping_spans() {
         "{e:#}"
     );
     let cause = slow[0]["root_cause"].as_str().unwrap_or("");
-    assert!(cause.contains("synchronisation wait"), "{cause}");
+    assert!(cause.contains("in synchronisation"), "{cause}");
     assert!(
         !cause.contains(OVERLAP_CAVEAT),
         "steps do not overlap: {cause}"
@@ -170,7 +170,7 @@ fn the_request_overlap_caveat_is_only_for_overlapping_spans() {
     let e = analyze::explain(&an, None).expect("explain").json().value();
     let slow: Vec<&Value> = e["findings"]
         .as_array()
-        .map(|f| f.iter().filter(|f| f["kind"] == "slow_group").collect())
+        .map(|f| f.iter().filter(|f| f["kind"] == "unusual_group").collect())
         .unwrap_or_default();
     assert!(!slow.is_empty(), "{e:#}");
     assert!(
