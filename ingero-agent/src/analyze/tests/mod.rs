@@ -7,4 +7,5 @@ pub(crate) mod fixtures;
 mod golden;
 mod grouping;
 mod ranks;
+mod rules;
 mod scenarios;
