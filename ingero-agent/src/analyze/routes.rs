@@ -392,6 +392,7 @@ mod tests {
                         kind: MemcpyKind::HostToDevice,
                         stream: None,
                         width_height: None,
+                        host_ptr: None,
                     },
                 ),
                 _ => (
