@@ -276,6 +276,9 @@ cuda_ops! {
         ["__cudaRegisterFunction"];
     GetKernel = 41, Runtime, "__cudaGetKernel", OpFlags(ALIAS.0 | OpFlags::NO_EVENT.0),
         ["__cudaGetKernel"];
+    // Page-locking memory the caller already has (ptr, size, flags in registers: no flags).
+    HostRegister = 50, Runtime, "cudaHostRegister", NONE, ["cudaHostRegister"];
+    HostUnregister = 51, Runtime, "cudaHostUnregister", NONE, ["cudaHostUnregister"];
 
     // The driver, libcuda.so.1.
     CuLaunchKernel = 100, Driver, "cuLaunchKernel", DRIVER_LAUNCH, ["cuLaunchKernel", "cuLaunchKernel_ptsz"];
@@ -390,6 +393,12 @@ cuda_ops! {
     CuLibraryLoadFromFile = 186, Driver, "cuLibraryLoadFromFile", OUT0, ["cuLibraryLoadFromFile"];
     CuLibraryGetKernel = 187, Driver, "cuLibraryGetKernel", GET_FUNCTION, ["cuLibraryGetKernel"];
     CuKernelGetFunction = 188, Driver, "cuKernelGetFunction", ALIAS, ["cuKernelGetFunction"];
+
+    // Page-locking memory the caller already has. The unsuffixed cuMemHostRegister (from before
+    // CUDA 6.5) has the `_v2` signature (void *, size_t, unsigned), so it is no legacy export.
+    CuMemHostRegister = 190, Driver, "cuMemHostRegister", NONE,
+        ["cuMemHostRegister_v2", "cuMemHostRegister"];
+    CuMemHostUnregister = 191, Driver, "cuMemHostUnregister", NONE, ["cuMemHostUnregister"];
 }
 
 /// Upper bound on `CudaOp` values, for arrays indexed by op.

@@ -183,6 +183,7 @@ pub fn scenario() -> Vec<TimelineRecord> {
                 kind: MemcpyKind::HostToDevice,
                 stream: Some(0x5600_0000_0010),
                 width_height: None,
+                host_ptr: None,
             },
         ),
         TimelineRecord::Event(Event::OffCpu(OffCpu {
@@ -255,6 +256,7 @@ pub fn launches(n: u64, start_ns: u64) -> impl Iterator<Item = TimelineRecord> {
                 kind: MemcpyKind::DeviceToHost,
                 stream: Some(stream),
                 width_height: None,
+                host_ptr: None,
             };
             cuda(t, ts, 3 * US, CudaOp::MemcpyAsync, 0, args)
         } else {

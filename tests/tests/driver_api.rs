@@ -102,19 +102,47 @@ fn driver_calls_carry_exact_arguments_with_their_export() -> Result<()> {
     assert_eq!(free_async["args"]["ptr"], "0xabd000");
     assert_eq!(free_async["args"]["stream"], "0x88");
 
+    // The host buffer every host-side argument points at.
+    let host = &done["host"];
+    assert!(host.as_str().is_some_and(|h| h.starts_with("0x")), "{done}");
     let htod = only(&all, "cuMemcpyHtoD", pid);
     assert_eq!(htod["args"]["count"], 256);
     assert_eq!(htod["args"]["kind"], "H2D");
+    assert_eq!(htod["args"]["host_ptr"], *host, "srcHost");
     let dtoh = only(&all, "cuMemcpyDtoH", pid);
     assert_eq!(dtoh["args"]["count"], 128);
     assert_eq!(dtoh["args"]["kind"], "D2H");
     assert_eq!(dtoh["args"]["symbol"], "cuMemcpyDtoH_v2_ptds");
+    assert_eq!(dtoh["args"]["host_ptr"], *host, "dstHost");
     let htod_async = only(&all, "cuMemcpyHtoDAsync", pid);
     assert_eq!(htod_async["args"]["count"], 512);
     assert_eq!(htod_async["args"]["stream"], "0x99");
+    assert_eq!(htod_async["args"]["host_ptr"], *host, "srcHost");
     let copy_async = only(&all, "cuMemcpyAsync", pid);
     assert_eq!(copy_async["args"]["count"], 2000);
     assert_eq!(copy_async["args"]["stream"], "0x55");
+    assert_eq!(
+        copy_async["args"].get("host_ptr"),
+        None,
+        "a unified copy names no host side"
+    );
+    let registered = calls(&all, "cuMemHostRegister", pid);
+    assert_eq!(registered.len(), 2, "both exports: {registered:?}");
+    let v2 = registered
+        .iter()
+        .find(|r| r["args"]["symbol"] == "cuMemHostRegister_v2")
+        .context("the _v2 export, named")?;
+    assert_eq!(v2["args"]["ptr"], *host);
+    assert_eq!(v2["args"]["size"], 64);
+    assert_eq!(v2["args"]["flags"], 1);
+    let unsuffixed = registered
+        .iter()
+        .find(|r| r["args"].get("symbol").is_none())
+        .context("the unsuffixed export")?;
+    assert_eq!(unsuffixed["args"]["ptr"], *host);
+    assert_eq!(unsuffixed["args"]["size"], 32);
+    assert_eq!(unsuffixed["args"]["flags"], 2);
+    assert_eq!(only(&all, "cuMemHostUnregister", pid)["args"]["ptr"], *host);
     let copy_2d = only(&all, "cuMemcpy2D", pid);
     assert_eq!(
         copy_2d["args"]["count"], 300,
@@ -123,6 +151,11 @@ fn driver_calls_carry_exact_arguments_with_their_export() -> Result<()> {
     assert_eq!(
         copy_2d["args"]["kind"], "H2D",
         "from the descriptor's memory types"
+    );
+    assert_eq!(
+        copy_2d["args"].get("host_ptr"),
+        None,
+        "a descriptor's pointers are not read"
     );
     assert_eq!(only(&all, "cuMemsetD32", pid)["args"]["count"], 400);
 

@@ -39,7 +39,7 @@ fn cuda_calls_carry_exact_arguments_and_untargeted_processes_emit_nothing() -> R
     outsider.go_and_finish()?;
     assert_eq!(
         done["ret"],
-        json!([35, 35, 35, 35, 35, 35]),
+        json!([35, 35, 35, 35, 35, 35, 35, 35, 35]),
         "the driver saw other return codes"
     );
     let all = agent.stop()?;
@@ -51,6 +51,9 @@ fn cuda_calls_carry_exact_arguments_and_untargeted_processes_emit_nothing() -> R
         "cudaMemcpy",
         "cudaStreamSynchronize",
         "cudaDeviceSynchronize",
+        "cudaHostRegister",
+        "cudaMemcpyAsync",
+        "cudaHostUnregister",
     ] {
         let e = only(&all, op, pid);
         assert_eq!(e["tid"], tid, "{op} tid");
@@ -77,6 +80,20 @@ fn cuda_calls_carry_exact_arguments_and_untargeted_processes_emit_nothing() -> R
     let memcpy = only(&all, "cudaMemcpy", pid);
     assert_eq!(memcpy["args"]["count"], 4096);
     assert_eq!(memcpy["args"]["kind"], "H2D");
+    // The host buffer, the source of the H2D copy and the destination of the D2H one.
+    let host = &done["host"];
+    assert!(host.as_str().is_some_and(|h| h.starts_with("0x")), "{done}");
+    assert_eq!(memcpy["args"]["host_ptr"], *host, "src of an H2D copy");
+    let register = only(&all, "cudaHostRegister", pid);
+    assert_eq!(register["args"]["ptr"], *host);
+    assert_eq!(register["args"]["size"], 4096);
+    assert_eq!(register["args"]["flags"], 1);
+    let copy_async = only(&all, "cudaMemcpyAsync", pid);
+    assert_eq!(copy_async["args"]["count"], 512);
+    assert_eq!(copy_async["args"]["kind"], "D2H");
+    assert_eq!(copy_async["args"]["stream"], "0xabcd");
+    assert_eq!(copy_async["args"]["host_ptr"], *host, "dst of a D2H copy");
+    assert_eq!(only(&all, "cudaHostUnregister", pid)["args"]["ptr"], *host);
     assert_eq!(
         only(&all, "cudaStreamSynchronize", pid)["args"]["stream"],
         "0xabcd"

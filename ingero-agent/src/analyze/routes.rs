@@ -432,6 +432,7 @@ mod tests {
                         kind: MemcpyKind::HostToDevice,
                         stream: None,
                         width_height: None,
+                        host_ptr: None,
                     },
                 ),
                 _ => (

@@ -23,6 +23,17 @@ fn descriptor_kind(types: u64) -> MemcpyKind {
     }
 }
 
+/// The host side of a runtime copy whose direction the caller passed: the source of a
+/// host-to-device copy, the destination of a device-to-host one. `None` for the other kinds
+/// (`Default` leaves the direction to the pointers, so which one is the host's is unknown).
+fn host_side(kind: MemcpyKind, dst: u64, src: u64) -> Option<u64> {
+    match kind {
+        MemcpyKind::HostToDevice => Some(src),
+        MemcpyKind::DeviceToHost => Some(dst),
+        _ => None,
+    }
+}
+
 /// A driver memset's element size in bytes.
 fn memset_element(op: CudaOp) -> u64 {
     use CudaOp::*;
@@ -71,6 +82,13 @@ pub fn cuda_args(op: CudaOp, a: &[u64; MAX_ARGS], ret: i32, out: u64, legacy: bo
             ptr: out,
         },
         FreeHost | CuMemFreeHost => CudaArgs::HostFree { ptr: a[0] },
+        // (void *ptr, size_t size, unsigned flags): the range is the caller's own memory.
+        HostRegister | CuMemHostRegister => CudaArgs::HostRegister {
+            ptr: a[0],
+            size: a[1],
+            flags: a[2] as u32,
+        },
+        HostUnregister | CuMemHostUnregister => CudaArgs::HostUnregister { ptr: a[0] },
         LaunchKernel
         | LaunchCooperativeKernel
         | LaunchKernelExC
@@ -120,18 +138,28 @@ pub fn cuda_args(op: CudaOp, a: &[u64; MAX_ARGS], ret: i32, out: u64, legacy: bo
             owner: a[1],
             function: out,
         },
-        Memcpy | MemcpyAsync => CudaArgs::Memcpy {
-            count: a[2],
-            kind: MemcpyKind::from_raw(a[3]),
-            stream: (op == MemcpyAsync).then_some(a[4]),
-            width_height: None,
-        },
-        Memcpy2D | Memcpy2DAsync => CudaArgs::Memcpy {
-            count: a[4].saturating_mul(a[5]),
-            kind: MemcpyKind::from_raw(a[6]),
-            stream: (op == Memcpy2DAsync).then_some(a[7]),
-            width_height: Some((a[4], a[5])),
-        },
+        // (dst, src, count, kind[, stream]).
+        Memcpy | MemcpyAsync => {
+            let kind = MemcpyKind::from_raw(a[3]);
+            CudaArgs::Memcpy {
+                count: a[2],
+                kind,
+                stream: (op == MemcpyAsync).then_some(a[4]),
+                width_height: None,
+                host_ptr: host_side(kind, a[0], a[1]),
+            }
+        }
+        // (dst, dpitch, src, spitch, width, height, kind[, stream]).
+        Memcpy2D | Memcpy2DAsync => {
+            let kind = MemcpyKind::from_raw(a[6]);
+            CudaArgs::Memcpy {
+                count: a[4].saturating_mul(a[5]),
+                kind,
+                stream: (op == Memcpy2DAsync).then_some(a[7]),
+                width_height: Some((a[4], a[5])),
+                host_ptr: host_side(kind, a[0], a[2]),
+            }
+        }
         MemcpyPeer | MemcpyPeerAsync => CudaArgs::MemcpyPeer {
             count: a[4],
             dst_device: a[1] as i32,
@@ -143,6 +171,7 @@ pub fn cuda_args(op: CudaOp, a: &[u64; MAX_ARGS], ret: i32, out: u64, legacy: bo
             kind: MemcpyKind::Default,
             stream: (op == CuMemcpyAsync).then_some(a[3]),
             width_height: None,
+            host_ptr: None,
         },
         CuMemcpyHtoD | CuMemcpyDtoH | CuMemcpyDtoD | CuMemcpyHtoDAsync | CuMemcpyDtoHAsync
         | CuMemcpyDtoDAsync => CudaArgs::Memcpy {
@@ -158,6 +187,13 @@ pub fn cuda_args(op: CudaOp, a: &[u64; MAX_ARGS], ret: i32, out: u64, legacy: bo
             )
             .then_some(a[3]),
             width_height: None,
+            // HtoD (dstDevice, srcHost, …), DtoH (dstHost, srcDevice, …). A host pointer is
+            // 64 bits wide in the legacy exports too (only `CUdeviceptr` was 32-bit there).
+            host_ptr: match op {
+                CuMemcpyHtoD | CuMemcpyHtoDAsync => Some(a[1]),
+                CuMemcpyDtoH | CuMemcpyDtoHAsync => Some(a[0]),
+                _ => None,
+            },
         },
         // The driver's peer copies take contexts, not device ordinals: a device-to-device copy.
         CuMemcpyPeer | CuMemcpyPeerAsync => CudaArgs::Memcpy {
@@ -165,6 +201,7 @@ pub fn cuda_args(op: CudaOp, a: &[u64; MAX_ARGS], ret: i32, out: u64, legacy: bo
             kind: MemcpyKind::DeviceToDevice,
             stream: (op == CuMemcpyPeerAsync).then_some(a[5]),
             width_height: None,
+            host_ptr: None,
         },
         CuMemcpy2D | CuMemcpy2DAsync | CuMemcpy2DUnaligned => CudaArgs::Memcpy {
             count: a[4].saturating_mul(a[5]),
@@ -175,6 +212,8 @@ pub fn cuda_args(op: CudaOp, a: &[u64; MAX_ARGS], ret: i32, out: u64, legacy: bo
             },
             stream: (op == CuMemcpy2DAsync).then_some(a[1]),
             width_height: (!legacy).then_some((a[4], a[5])),
+            // The probe reads the descriptor's sizes and memory types, not its pointers.
+            host_ptr: None,
         },
         CuMemcpy3D | CuMemcpy3DAsync | CuMemcpy3DPeer | CuMemcpy3DPeerAsync => CudaArgs::Memcpy {
             count: a[4].saturating_mul(a[5]).saturating_mul(a[3]),
@@ -185,30 +224,37 @@ pub fn cuda_args(op: CudaOp, a: &[u64; MAX_ARGS], ret: i32, out: u64, legacy: bo
             },
             stream: matches!(op, CuMemcpy3DAsync | CuMemcpy3DPeerAsync).then_some(a[1]),
             width_height: (!legacy).then_some((a[4], a[5])),
+            host_ptr: None,
         },
         CuMemcpyAtoA => CudaArgs::Memcpy {
             count: word(a[4]),
             kind: MemcpyKind::DeviceToDevice,
             stream: None,
             width_height: None,
+            host_ptr: None,
         },
         CuMemcpyAtoD | CuMemcpyDtoA => CudaArgs::Memcpy {
             count: word(a[3]),
             kind: MemcpyKind::DeviceToDevice,
             stream: None,
             width_height: None,
+            host_ptr: None,
         },
+        // (dstHost, srcArray, srcOffset, count[, stream]).
         CuMemcpyAtoH | CuMemcpyAtoHAsync => CudaArgs::Memcpy {
             count: word(a[3]),
             kind: MemcpyKind::DeviceToHost,
             stream: (op == CuMemcpyAtoHAsync).then_some(a[4]),
             width_height: None,
+            host_ptr: Some(a[0]),
         },
+        // (dstArray, dstOffset, srcHost, count[, stream]).
         CuMemcpyHtoA | CuMemcpyHtoAAsync => CudaArgs::Memcpy {
             count: word(a[3]),
             kind: MemcpyKind::HostToDevice,
             stream: (op == CuMemcpyHtoAAsync).then_some(a[4]),
             width_height: None,
+            host_ptr: Some(a[2]),
         },
         Memset | MemsetAsync => CudaArgs::Memset {
             count: a[2],

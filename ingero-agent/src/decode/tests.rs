@@ -129,7 +129,8 @@ fn memcpy_variants_name_their_arguments() {
             count: 4096,
             kind: MemcpyKind::DeviceToHost,
             stream: Some(0x77),
-            width_height: None
+            width_height: None,
+            host_ptr: Some(1)
         }
     );
     let m2 = cuda(CudaOp::Memcpy2D, 0, [1, 512, 2, 512, 256, 10, 3, 0]);
@@ -142,7 +143,8 @@ fn memcpy_variants_name_their_arguments() {
             count: 2560,
             kind: MemcpyKind::DeviceToDevice,
             stream: None,
-            width_height: Some((256, 10))
+            width_height: Some((256, 10)),
+            host_ptr: None
         }
     );
     let peer = cuda(CudaOp::MemcpyPeerAsync, 0, [1, 1, 2, 0, 8192, 0x9, 0, 0]);
@@ -158,6 +160,136 @@ fn memcpy_variants_name_their_arguments() {
             stream: Some(0x9)
         }
     );
+}
+
+/// The arguments `op` decodes to from `args`, as the export `variant` (0: its first symbol).
+fn args_of(op: CudaOp, variant: u16, args: [u64; 8]) -> CudaArgs {
+    let mut rec = cuda(op, 3, args);
+    rec.variant = variant;
+    let Ok(Event::Cuda(call)) = decode(record_bytes(&rec)) else {
+        panic!("{op:?}: not a CUDA call")
+    };
+    call.args
+}
+
+/// The host pointer a copy decodes to.
+fn host_ptr(op: CudaOp, variant: u16, args: [u64; 8]) -> Option<u64> {
+    match args_of(op, variant, args) {
+        CudaArgs::Memcpy { host_ptr, .. } => host_ptr,
+        other => panic!("{op:?}: not a copy: {other:?}"),
+    }
+}
+
+#[test]
+fn every_copy_form_names_its_host_side_pointer_when_it_has_one() {
+    use CudaOp::*;
+    let (dst, src, host, dev) = (0xd5_0000u64, 0x5c0_0000u64, 0x7f00_1000u64, 0xd000_0000u64);
+    // The runtime's 1D forms: (dst, src, count, kind[, stream]).
+    for op in [Memcpy, MemcpyAsync] {
+        let with_kind = |kind| host_ptr(op, 0, [dst, src, 64, kind, 0x9, 0, 0, 0]);
+        assert_eq!(with_kind(1), Some(src), "{op:?} H2D: the source");
+        assert_eq!(with_kind(2), Some(dst), "{op:?} D2H: the destination");
+        for kind in [0, 3, 4, 7] {
+            assert_eq!(
+                with_kind(kind),
+                None,
+                "{op:?} kind {kind}: no host side known"
+            );
+        }
+    }
+    // The runtime's 2D forms: (dst, dpitch, src, spitch, width, height, kind[, stream]).
+    for op in [Memcpy2D, Memcpy2DAsync] {
+        let with_kind = |kind| host_ptr(op, 0, [dst, 512, src, 256, 256, 4, kind, 0x9]);
+        assert_eq!(with_kind(1), Some(src), "{op:?} H2D: the source");
+        assert_eq!(with_kind(2), Some(dst), "{op:?} D2H: the destination");
+        assert_eq!(with_kind(4), None, "{op:?} Default");
+    }
+    // The driver's: HtoD (dstDevice, srcHost, …), DtoH (dstHost, srcDevice, …), from every
+    // export, the legacy 32-bit one included (a host pointer is 64 bits wide there too).
+    for op in [CuMemcpyHtoD, CuMemcpyHtoDAsync] {
+        for variant in 0..3 {
+            let a = [dev, host, 64, 0x9, 0, 0, 0, 0];
+            assert_eq!(host_ptr(op, variant, a), Some(host), "{op:?} {variant}");
+        }
+    }
+    for op in [CuMemcpyDtoH, CuMemcpyDtoHAsync] {
+        for variant in 0..3 {
+            let a = [host, dev, 64, 0x9, 0, 0, 0, 0];
+            assert_eq!(host_ptr(op, variant, a), Some(host), "{op:?} {variant}");
+        }
+    }
+    // Arrays: AtoH (dstHost, srcArray, offset, count[, stream]), HtoA (dstArray, offset,
+    // srcHost, count[, stream]).
+    for op in [CuMemcpyAtoH, CuMemcpyAtoHAsync] {
+        assert_eq!(
+            host_ptr(op, 0, [host, 0xa, 0, 64, 0x9, 0, 0, 0]),
+            Some(host)
+        );
+    }
+    for op in [CuMemcpyHtoA, CuMemcpyHtoAAsync] {
+        assert_eq!(
+            host_ptr(op, 0, [0xa, 0, host, 64, 0x9, 0, 0, 0]),
+            Some(host)
+        );
+    }
+    // No host side, or no pointer read: unified copies, device-to-device, peers, descriptors.
+    for op in [
+        CuMemcpy,
+        CuMemcpyAsync,
+        CuMemcpyDtoD,
+        CuMemcpyDtoDAsync,
+        CuMemcpyPeer,
+        CuMemcpyAtoA,
+        CuMemcpyAtoD,
+        CuMemcpyDtoA,
+    ] {
+        assert_eq!(
+            host_ptr(op, 0, [host, host, 64, 0, 0, 0, 0, 0]),
+            None,
+            "{op:?}"
+        );
+    }
+    let host_to_device = 1 | (2 << 32);
+    for op in [CuMemcpy2D, CuMemcpy2DAsync, CuMemcpy3D, CuMemcpy3DAsync] {
+        let a = [host, 0x9, 0, 1, 64, 2, host_to_device, 0];
+        assert_eq!(
+            host_ptr(op, 0, a),
+            None,
+            "{op:?}: the descriptor's pointers are not read"
+        );
+    }
+}
+
+#[test]
+fn host_registrations_name_their_range_and_flags() {
+    // (ptr, size, flags): the flags' upper half is not the caller's (an `unsigned` in rdx).
+    let a = [0x7f00_1000, 3 << 20, 0xdead_0000_0000_0002, 0, 0, 0, 0, 0];
+    let want = CudaArgs::HostRegister {
+        ptr: 0x7f00_1000,
+        size: 3 << 20,
+        flags: 2,
+    };
+    assert_eq!(args_of(CudaOp::HostRegister, 0, a), want);
+    // Both driver exports, `_v2` and the unsuffixed one, share the signature: nothing masked.
+    for variant in [0, 1] {
+        let mut rec = cuda(CudaOp::CuMemHostRegister, 3, a);
+        rec.variant = variant;
+        let Ok(Event::Cuda(call)) = decode(record_bytes(&rec)) else {
+            panic!("a CUDA call")
+        };
+        assert_eq!(call.args, want);
+        // The unsuffixed export is the op's own name: no `symbol`, as for any current one.
+        assert_eq!(
+            call.detail.symbol,
+            [Some("cuMemHostRegister_v2"), None][variant as usize]
+        );
+    }
+    for op in [CudaOp::HostUnregister, CudaOp::CuMemHostUnregister] {
+        assert_eq!(
+            args_of(op, 0, [0x7f00_1000, 0, 0, 0, 0, 0, 0, 0]),
+            CudaArgs::HostUnregister { ptr: 0x7f00_1000 }
+        );
+    }
 }
 
 #[test]

@@ -182,6 +182,17 @@ mod tests {
             },
             None,
         ));
+        // Registered host memory is the caller's own: not the GPU's, never held.
+        m.record(&call(
+            1,
+            CudaOp::HostRegister,
+            CudaArgs::HostRegister {
+                ptr: 0x2000,
+                size: 1 << 30,
+                flags: 0,
+            },
+            None,
+        ));
         m.record(&call(2, CudaOp::Malloc, alloc(500), None));
         assert_eq!(m.by_pid[&1].held, 50);
         assert_eq!(m.by_pid[&1].peak, 150);

@@ -256,7 +256,14 @@ impl Serialize for CudaArgsView<'_> {
                 m.put("size", size)?;
                 m.put("ptr", &ptr.map(Hex))?;
             }
-            CudaArgs::HostFree { ptr } => m.put("ptr", &Hex(*ptr))?,
+            CudaArgs::HostFree { ptr } | CudaArgs::HostUnregister { ptr } => {
+                m.put("ptr", &Hex(*ptr))?
+            }
+            CudaArgs::HostRegister { ptr, size, flags } => {
+                m.put("ptr", &Hex(*ptr))?;
+                m.put("size", size)?;
+                m.put(ArgKey::Flags.text(), flags)?;
+            }
             CudaArgs::Launch {
                 func,
                 grid,
@@ -313,6 +320,7 @@ impl Serialize for CudaArgsView<'_> {
                 kind,
                 stream,
                 width_height,
+                host_ptr,
             } => {
                 m.put("count", count)?;
                 m.put("kind", kind.label())?;
@@ -321,6 +329,7 @@ impl Serialize for CudaArgsView<'_> {
                     m.put("width", w)?;
                     m.put("height", h)?;
                 }
+                m.opt_hex(ArgKey::HostPtr.text(), *host_ptr)?;
             }
             CudaArgs::MemcpyPeer {
                 count,

@@ -91,12 +91,56 @@ fn launches_and_copies_name_their_arguments() {
             kind: MemcpyKind::HostToDevice,
             stream: Some(u64::MAX),
             width_height: None,
+            host_ptr: None,
         },
     });
     assert_eq!(
         line(&copy)["args"],
-        json!({"count": 4096, "kind": "H2D", "stream": "0xffffffffffffffff"})
+        json!({"count": 4096, "kind": "H2D", "stream": "0xffffffffffffffff"}),
+        "no host_ptr key when the copy names none"
     );
+    let call = |op, args| {
+        Event::Cuda(CudaCall {
+            detail: Default::default(),
+            ts_ns: 1,
+            duration_ns: 1,
+            task: task(),
+            op,
+            ret: 0,
+            args,
+        })
+    };
+    let pageable = call(
+        CudaOp::MemcpyAsync,
+        CudaArgs::Memcpy {
+            count: 4096,
+            kind: MemcpyKind::HostToDevice,
+            stream: None,
+            width_height: None,
+            host_ptr: Some(0x5555_0000),
+        },
+    );
+    assert_eq!(
+        line(&pageable)["args"],
+        json!({"count": 4096, "kind": "H2D", "host_ptr": "0x55550000"})
+    );
+    let register = call(
+        CudaOp::HostRegister,
+        CudaArgs::HostRegister {
+            ptr: 0x5555_0000,
+            size: 1 << 20,
+            flags: 2,
+        },
+    );
+    assert_eq!(
+        line(&register)["args"],
+        json!({"ptr": "0x55550000", "size": 1048576, "flags": 2})
+    );
+    let unregister = call(
+        CudaOp::CuMemHostUnregister,
+        CudaArgs::HostUnregister { ptr: 0x5555_0000 },
+    );
+    assert_eq!(line(&unregister)["args"], json!({"ptr": "0x55550000"}));
 }
 
 #[test]

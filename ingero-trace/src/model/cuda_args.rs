@@ -95,6 +95,10 @@ pub enum ArgsShape {
     HostAlloc,
     /// [`CudaArgs::HostFree`].
     HostFree,
+    /// [`CudaArgs::HostRegister`]: page-locking memory the caller already has.
+    HostRegister,
+    /// [`CudaArgs::HostUnregister`].
+    HostUnregister,
     /// [`CudaArgs::Launch`]: kernel launches, runtime and driver.
     Launch,
     /// [`CudaArgs::GraphLaunch`].
@@ -135,6 +139,8 @@ impl ArgsShape {
             Free | FreeAsync | CuMemFree | CuMemFreeAsync => ArgsShape::Free,
             MallocHost | HostAlloc | CuMemAllocHost | CuMemHostAlloc => ArgsShape::HostAlloc,
             FreeHost | CuMemFreeHost => ArgsShape::HostFree,
+            HostRegister | CuMemHostRegister => ArgsShape::HostRegister,
+            HostUnregister | CuMemHostUnregister => ArgsShape::HostUnregister,
             LaunchKernel
             | LaunchCooperativeKernel
             | LaunchKernelExC
@@ -194,6 +200,13 @@ impl ArgsShape {
             ArgsShape::Alloc | ArgsShape::Free | ArgsShape::HostAlloc | ArgsShape::HostFree
         )
     }
+
+    /// Whether the shape page-locks host memory the caller already has, or unlocks it. Not
+    /// memory of its own (nothing is allocated, so memory accounting leaves it out), but a
+    /// driver call nested in it is the runtime call's work all the same.
+    pub const fn is_host_registration(self) -> bool {
+        matches!(self, ArgsShape::HostRegister | ArgsShape::HostUnregister)
+    }
 }
 
 /// Which allocator a block came from; kept apart because they are different resources.
@@ -208,7 +221,8 @@ pub enum MemKind {
     /// Unified memory: `cudaMallocManaged`, `cuMemAllocManaged`.
     Managed,
     /// Page-locked host memory: `cudaMallocHost`, `cudaHostAlloc`, `cuMemAllocHost`,
-    /// `cuMemHostAlloc`.
+    /// `cuMemHostAlloc`. Memory page-locked by `cudaHostRegister` / `cuMemHostRegister` is
+    /// the caller's own allocation, so it is no kind: those calls allocate nothing.
     Pinned,
 }
 
@@ -242,11 +256,14 @@ impl MemKind {
 }
 
 /// Whether a call counts for memory: a driver call made inside a runtime memory call
-/// (`cuMemAlloc` inside `cudaMalloc`) is that call's work and counted once, as it. A driver
-/// allocation nested in some other runtime call (a launch that allocates lazily) is the only
-/// record of that memory and counts.
+/// (`cuMemAlloc` inside `cudaMalloc`, `cuMemHostRegister` inside `cudaHostRegister`) is that
+/// call's work and counted once, as it. A driver allocation nested in some other runtime call
+/// (a launch that allocates lazily) is the only record of that memory and counts.
 pub fn counts_for_memory(parent: Option<CudaOp>) -> bool {
-    parent.is_none_or(|p| !ArgsShape::of(p).is_memory())
+    parent.is_none_or(|p| {
+        let shape = ArgsShape::of(p);
+        !(shape.is_memory() || shape.is_host_registration())
+    })
 }
 
 /// What ingero saw of the capture that built an executable graph.
@@ -292,6 +309,22 @@ pub enum CudaArgs {
     /// cudaFreeHost.
     HostFree {
         /// The pinned host pointer freed.
+        ptr: u64,
+    },
+    /// cudaHostRegister, cuMemHostRegister: page-locks `size` bytes of host memory the caller
+    /// allocated itself, from `ptr` on (copies from and to it are then truly asynchronous).
+    HostRegister {
+        /// The start of the host range.
+        ptr: u64,
+        /// Bytes of the range.
+        size: u64,
+        /// The registration flags as passed (`cudaHostRegisterPortable` 1, `Mapped` 2,
+        /// `IoMemory` 4, `ReadOnly` 8).
+        flags: u32,
+    },
+    /// cudaHostUnregister, cuMemHostUnregister.
+    HostUnregister {
+        /// The start of the range registered before.
         ptr: u64,
     },
     /// cudaLaunchKernel, cudaLaunchCooperativeKernel, cudaLaunchKernelExC.
@@ -362,6 +395,12 @@ pub enum CudaArgs {
         stream: Option<u64>,
         /// The 2D forms' width in bytes and height in rows; `None` for the 1D forms.
         width_height: Option<(u64, u64)>,
+        /// The host side's pointer when the direction has one (the source of a host-to-device
+        /// copy, the destination of a device-to-host one), so a reader can tell pinned from
+        /// pageable memory. `None` when the call leaves the direction to the pointers
+        /// (`Default`), copies within one side, passes a descriptor (the 2D and 3D driver
+        /// copies), or the recording predates host pointers.
+        host_ptr: Option<u64>,
     },
     /// cudaMemcpyPeer, cudaMemcpyPeerAsync.
     MemcpyPeer {
@@ -428,5 +467,33 @@ mod tests {
         }
         assert_eq!(MemcpyKind::from_text(""), MemcpyKind::Unknown(0));
         assert_eq!(MemcpyKind::from_text("sideways"), MemcpyKind::Unknown(0));
+    }
+
+    #[test]
+    fn registered_host_memory_is_no_allocation_but_owns_its_nested_driver_call() {
+        use CudaOp::*;
+        for op in [
+            HostRegister,
+            HostUnregister,
+            CuMemHostRegister,
+            CuMemHostUnregister,
+        ] {
+            let shape = ArgsShape::of(op);
+            assert!(shape.is_host_registration(), "{op:?}");
+            assert!(!shape.is_memory(), "{op:?} allocates and frees nothing");
+            assert_eq!(MemKind::of_alloc(op), None, "{op:?}");
+            assert!(!counts_for_memory(Some(op)), "inside {op:?}");
+        }
+        assert_eq!(
+            ArgsShape::of(HostRegister),
+            ArgsShape::of(CuMemHostRegister)
+        );
+        assert_eq!(
+            ArgsShape::of(HostUnregister),
+            ArgsShape::of(CuMemHostUnregister)
+        );
+        assert!(counts_for_memory(None));
+        assert!(counts_for_memory(Some(LaunchKernel)));
+        assert!(!counts_for_memory(Some(Malloc)));
     }
 }

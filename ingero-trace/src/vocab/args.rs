@@ -134,6 +134,11 @@ words! {
         Function = "function",
         /// The module, library or kernel a function lookup asked.
         Owner = "owner",
+        /// A copy's host-side pointer (the source of `H2D`, the destination of `D2H`), when
+        /// the call names one.
+        HostPtr = "host_ptr",
+        /// A host memory registration's flags (`cudaHostRegister*`, `CU_MEMHOSTREGISTER_*`).
+        Flags = "flags",
     }
 }
 

@@ -93,7 +93,14 @@ fn cuda_args(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
                 encode::arg_pointer(buf, ArgKey::Ptr.iid(), p);
             }
         }
-        CudaArgs::HostFree { ptr } => encode::arg_pointer(buf, ArgKey::Ptr.iid(), ptr),
+        CudaArgs::HostFree { ptr } | CudaArgs::HostUnregister { ptr } => {
+            encode::arg_pointer(buf, ArgKey::Ptr.iid(), ptr)
+        }
+        CudaArgs::HostRegister { ptr, size, flags } => {
+            encode::arg_pointer(buf, ArgKey::Ptr.iid(), ptr);
+            encode::arg_uint(buf, ArgKey::Size.iid(), size);
+            encode::arg_uint(buf, ArgKey::Flags.iid(), u64::from(flags));
+        }
         CudaArgs::GraphLaunch {
             graph_exec,
             stream: s,
@@ -147,6 +154,7 @@ fn cuda_args(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
             kind,
             stream: s,
             width_height,
+            host_ptr,
         } => {
             encode::arg_uint(buf, ArgKey::Count.iid(), count);
             let k = kind.text();
@@ -156,6 +164,10 @@ fn cuda_args(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
                 encode::arg_uint(buf, ArgKey::Height.iid(), h);
             }
             stream(buf, interner, s);
+            // Written only when known, so copies without a host side cost no byte more.
+            if let Some(p) = host_ptr {
+                encode::arg_pointer(buf, ArgKey::HostPtr.iid(), p);
+            }
         }
         CudaArgs::MemcpyPeer {
             count,

@@ -40,6 +40,13 @@ fn full_args(op: CudaOp) -> CudaArgs {
             ptr: Some(0x7f00_2000),
         },
         ArgsShape::HostFree => CudaArgs::HostFree { ptr: 0x7f00_2000 },
+        // Every flag CUDA defines (portable, mapped, I/O memory, read-only).
+        ArgsShape::HostRegister => CudaArgs::HostRegister {
+            ptr: 0x7f00_8000,
+            size: 3 << 20,
+            flags: 0xf,
+        },
+        ArgsShape::HostUnregister => CudaArgs::HostUnregister { ptr: 0x7f00_8000 },
         ArgsShape::Launch => synth::launch_args(64, 0x56),
         ArgsShape::GraphLaunch => CudaArgs::GraphLaunch {
             graph_exec: 0x7f00_3000,
@@ -69,18 +76,21 @@ fn full_args(op: CudaOp) -> CudaArgs {
             owner: 0x7f00_6000,
             function: Some(0x7f00_7000),
         },
-        // A kind outside CUDA's values, so the raw value's round trip is checked too.
+        // A kind outside CUDA's values, so the raw value's round trip is checked too; no host
+        // side, so an absent `host_ptr` reads back absent.
         ArgsShape::Memcpy if op == CudaOp::Memcpy2D => CudaArgs::Memcpy {
             count: 64 * 32,
             kind: MemcpyKind::Unknown(9),
             stream,
             width_height: Some((64, 32)),
+            host_ptr: None,
         },
         ArgsShape::Memcpy => CudaArgs::Memcpy {
             count: 1 << 16,
             kind: MemcpyKind::DeviceToHost,
             stream,
             width_height: None,
+            host_ptr: Some(0x7f00_8000),
         },
         ArgsShape::MemcpyPeer => CudaArgs::MemcpyPeer {
             count: 1 << 12,
@@ -331,6 +341,24 @@ fn every_op_argument_and_record_kind_reads_back_equal() {
             })
             .collect();
         assert_eq!(annotations, input_annotations, "{name}");
+        // Every call's arguments, field for field (not only as printed).
+        let mut read_calls: Vec<(u64, CudaOp, &CudaArgs)> = out
+            .iter()
+            .filter_map(|r| match r {
+                ReadRecord::Cuda(c) => Some((c.ts_ns, c.op, &c.args)),
+                _ => None,
+            })
+            .collect();
+        let mut input_calls: Vec<(u64, CudaOp, &CudaArgs)> = input
+            .iter()
+            .filter_map(|r| match r {
+                TimelineRecord::Event(Event::Cuda(c)) => Some((c.ts_ns, c.op, &c.args)),
+                _ => None,
+            })
+            .collect();
+        read_calls.sort_by_key(|(ts, op, _)| (*ts, *op));
+        input_calls.sort_by_key(|(ts, op, _)| (*ts, *op));
+        assert_eq!(read_calls, input_calls, "{name}");
         let written = out.iter().find_map(|r| match r {
             ReadRecord::Statistics(s) => Some(s.clone()),
             _ => None,

@@ -311,14 +311,25 @@ fn cuda_call() -> impl Strategy<Value = (CudaOp, CudaArgs)> {
                 stream: None,
             }
         )),
-        (size, 0u64..6, prop::option::of(ptr.clone())).prop_map(|(count, kind, stream)| (
-            CudaOp::MemcpyAsync,
-            CudaArgs::Memcpy {
-                count,
-                kind: MemcpyKind::from_raw(kind),
-                stream,
-                width_height: None,
-            }
+        (
+            size.clone(),
+            0u64..6,
+            prop::option::of(ptr.clone()),
+            prop::option::of(ptr.clone())
+        )
+            .prop_map(|(count, kind, stream, host_ptr)| (
+                CudaOp::MemcpyAsync,
+                CudaArgs::Memcpy {
+                    count,
+                    kind: MemcpyKind::from_raw(kind),
+                    stream,
+                    width_height: None,
+                    host_ptr,
+                }
+            )),
+        (ptr.clone(), size, any::<u32>()).prop_map(|(ptr, size, flags)| (
+            CudaOp::HostRegister,
+            CudaArgs::HostRegister { ptr, size, flags }
         )),
         prop::option::of(ptr).prop_map(|stream| (
             CudaOp::StreamSynchronize,

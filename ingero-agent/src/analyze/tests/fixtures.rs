@@ -146,6 +146,7 @@ pub fn memcpy(t: Task, ts: u64, dur: u64, bytes: u64) -> TimelineRecord {
             kind: MemcpyKind::HostToDevice,
             stream: Some(0x10),
             width_height: None,
+            host_ptr: None,
         },
     )
 }

@@ -165,6 +165,14 @@ fn cuda_args(op: CudaOp, a: &impl Args) -> CudaArgs {
         ArgsShape::HostFree => CudaArgs::HostFree {
             ptr: u(ArgKey::Ptr).unwrap_or(0),
         },
+        ArgsShape::HostRegister => CudaArgs::HostRegister {
+            ptr: u(ArgKey::Ptr).unwrap_or(0),
+            size: u(ArgKey::Size).unwrap_or(0),
+            flags: u(ArgKey::Flags).map_or(0, |f| u32::try_from(f).unwrap_or(u32::MAX)),
+        },
+        ArgsShape::HostUnregister => CudaArgs::HostUnregister {
+            ptr: u(ArgKey::Ptr).unwrap_or(0),
+        },
         ArgsShape::Launch => match a.launch(ArgKey::Launch) {
             Some(l) => CudaArgs::Launch {
                 func: l.func,
@@ -215,6 +223,8 @@ fn cuda_args(op: CudaOp, a: &impl Args) -> CudaArgs {
             kind: a.kind(ArgKey::Kind),
             stream: u(ArgKey::Stream),
             width_height: u(ArgKey::Width).zip(u(ArgKey::Height)),
+            // Absent in recordings from before host pointers, and for copies without one.
+            host_ptr: u(ArgKey::HostPtr),
         },
         ArgsShape::MemcpyPeer => CudaArgs::MemcpyPeer {
             count: u(ArgKey::Count).unwrap_or(0),
