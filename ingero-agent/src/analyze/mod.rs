@@ -38,6 +38,7 @@ pub mod labels;
 pub mod memory;
 pub mod ops;
 pub mod pid_slots;
+pub mod pinned;
 pub mod proc_run;
 pub mod processes;
 pub mod query;

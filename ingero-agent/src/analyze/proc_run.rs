@@ -3,7 +3,8 @@
 //! ends, instead of each call updating both.
 //!
 //! A call joins the run only when nothing else about it needs the process's state: it
-//! succeeded, neither allocates nor frees, its op has all its first calls, its thread's name
+//! succeeded, neither allocates nor frees (device or pinned memory), is no async copy with a
+//! host pointer, its op has all its first calls, its thread's name
 //! needs no check, and it lies inside the run's bin. Any other call ends the run and goes
 //! through [`ProcStats::add`] as before; the sums are order-free (counts, totals, the latest
 //! end), and a call joins only if it starts no earlier than the call before the run (already
@@ -12,6 +13,7 @@
 use std::sync::Arc;
 
 use super::activity::{Activity, ProcBins};
+use super::pinned::concerns_pinned;
 use super::processes::{OpBits, ProcStats};
 use ingero_trace::model::CudaArgs;
 use ingero_trace::model::CudaCallRecord;
@@ -69,6 +71,7 @@ impl ProcRun {
             && c.ret == 0
             && self.first_calls_full.has(c.op)
             && !matches!(c.args, CudaArgs::Alloc { .. } | CudaArgs::Free { .. })
+            && !concerns_pinned(&c.args)
             && !((self.name_empty || c.thread.pid == c.thread.tid)
                 && name_addr(&c.thread.name) != self.name_seen);
         if joins {

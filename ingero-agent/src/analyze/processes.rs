@@ -1,12 +1,14 @@
 //! Per-process accounting: name, GPU API time, device memory allocated and freed (with the
 //! live allocations by pointer, so frees without a recorded size still count), failed
-//! allocations and the first calls of each operation (for cold start).
+//! allocations, the first calls of each operation (for cold start), pinned host memory and
+//! the async copies not from it ([`Pinned`]).
 
 use std::sync::Arc;
 
 use ingero_ebpf::CudaOp;
 use ingero_ebpf::cuda_ops::MAX_OP;
 
+use super::pinned::{Pinned, concerns_pinned};
 use ingero_trace::fast_map::FastMap;
 use ingero_trace::model::CudaArgs;
 use ingero_trace::model::CudaCallRecord;
@@ -47,6 +49,8 @@ pub struct ProcStats {
     pub first_calls: FastMap<CudaOp, Vec<(u64, u64)>>,
     /// The ops whose first calls are all in, so later calls skip the map.
     first_calls_full: OpBits,
+    /// Pinned host ranges and the async copies not from them.
+    pub pinned: Pinned,
     /// The thread name checked last: once checked, `name` holds it (or it was empty), and
     /// held here it cannot be freed and its address reused for another name.
     name_seen: Option<Arc<str>>,
@@ -98,6 +102,10 @@ impl ProcStats {
         }
         match c.args {
             CudaArgs::Alloc { .. } | CudaArgs::Free { .. } => self.add_memory(c),
+            ref args if concerns_pinned(args) => {
+                self.pinned.add(c);
+                0
+            }
             _ => 0,
         }
     }

@@ -104,6 +104,7 @@ mod tests {
             kind: ingero_trace::model::MemcpyKind::HostToDevice,
             stream,
             width_height: None,
+            host_ptr: None,
         };
         assert!(is_sync_copy(&copy(None)));
         assert!(!is_sync_copy(&copy(Some(0))));

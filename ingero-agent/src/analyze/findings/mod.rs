@@ -9,6 +9,7 @@ mod errors;
 mod graphs;
 mod loop_rules;
 mod memory;
+mod pageable;
 mod slow_groups;
 mod stragglers;
 mod tail_latency;
@@ -23,6 +24,7 @@ pub use memory::{
     LEAK_LATE_GROWTH_SHARE, LEAK_MAX_FREED_SHARE, LEAK_MIN_ALLOCS, LEAK_MIN_BYTES,
     SPIKE_MAX_GAP_CV, SPIKE_MIN_BURSTS, SPIKE_MIN_CALLS_PER_BURST,
 };
+pub use pageable::PAGEABLE_MIN_COPIES;
 pub use slow_groups::{
     CAUSE_MIN_PART, LOCAL_PEERS, SLOW_GROUP_KEYS, SLOW_GROUP_MAX_REPORTED, SLOW_MAD_K,
     SLOW_MIN_EXCESS_NS, SLOW_MIN_RATIO, UNUSUAL_MIN_EXTRA, UNUSUAL_RATIO,
@@ -302,6 +304,7 @@ pub fn run_all(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
     out.extend(tail_latency::check(an, agg));
     out.extend(stragglers::check(an, agg));
     out.extend(memory::check(an, agg));
+    out.extend(pageable::check(an, agg));
     out.extend(contention::check(an, agg));
     out.extend(cold_start::check(&ctx));
     out.extend(errors::check(an, agg));

@@ -80,6 +80,7 @@ fn copy(t: Task, ts: u64, dur: u64, stream: Option<u64>) -> TimelineRecord {
             kind: MemcpyKind::DeviceToHost,
             stream,
             width_height: None,
+            host_ptr: Some(0x7e00_0000_0000),
         },
     )
 }
@@ -132,7 +133,11 @@ fn a_blocked_step_is_first_with_its_blocked_time_and_not_the_sync_wait() {
     assert_eq!(top["causes"].as_array().map(Vec::len), Some(1), "{top:#}");
     let impact = top["impact_ns"].as_u64().unwrap_or(0);
     assert!((195 * MS..=215 * MS).contains(&impact), "{impact}");
-    assert!(top["id"].as_str().is_some_and(|i| i.starts_with("slow_group-")));
+    assert!(
+        top["id"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("slow_group-"))
+    );
     assert!(top["window"]["end_ns"].as_u64() > top["window"]["start_ns"].as_u64());
 }
 
@@ -180,7 +185,11 @@ fn synchronous_copies_in_every_step_are_one_finding() {
     assert_eq!(top["kind"], "sync_memcpy", "{e:#}");
     assert_eq!(top["causes"][0]["cause"], "memcpy");
     assert_eq!(top["impact_ns"], 30 * 6 * MS, "only the synchronous copies");
-    assert!(top["summary"].as_str().is_some_and(|s| s.contains("1 per step")));
+    assert!(
+        top["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("1 per step"))
+    );
     assert!(top.get("labels").is_none(), "about the loop, not one step");
 }
 
@@ -198,7 +207,11 @@ fn many_synchronisations_per_step_are_sync_in_loop() {
     let top = &findings(&e)[0];
     assert_eq!(top["kind"], "sync_in_loop", "{e:#}");
     assert_eq!(top["causes"][0]["cause"], "sync");
-    assert!(top["summary"].as_str().is_some_and(|s| s.starts_with("31 synchronisations per step")));
+    assert!(
+        top["summary"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("31 synchronisations per step"))
+    );
 }
 
 #[test]
@@ -236,7 +249,11 @@ fn a_loop_busy_on_the_cpu_between_launches_is_host_bound() {
     let top = &findings(&e)[0];
     assert_eq!(top["kind"], "host_bound", "{e:#}");
     assert_eq!(top["causes"][0]["cause"], "cpu");
-    assert!(top["summary"].as_str().is_some_and(|s| s.contains("100 launches per step")));
+    assert!(
+        top["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("100 launches per step"))
+    );
 }
 
 #[test]
@@ -338,4 +355,66 @@ fn cause_names_are_the_json_names() {
         assert_eq!(CAUSE_KINDS[kind.index()], kind);
     }
     assert_eq!(CauseKind::OtherCuda.name(), "other_cuda");
+}
+
+/// Every step copies 16 MiB host to device asynchronously from `host`; with `pinned`, that
+/// buffer was allocated with `cudaHostAlloc` first.
+fn copies_from(pinned: bool) -> Vec<TimelineRecord> {
+    let host = 0x7f00_0000_0000u64;
+    let mut first = true;
+    gpu_loop(30, move |_, t, at, v| {
+        if first && pinned {
+            v.push(cuda(
+                t,
+                at,
+                300 * US,
+                CudaOp::HostAlloc,
+                0,
+                CudaArgs::HostAlloc {
+                    size: 64 << 20,
+                    ptr: Some(host),
+                },
+            ));
+        }
+        first = false;
+        // Pageable: the call blocks for the transfer; pinned: it only queues it.
+        let d = if pinned { 10 * US } else { 4 * MS };
+        v.push(cuda(
+            t,
+            at + 400 * US,
+            d,
+            CudaOp::MemcpyAsync,
+            0,
+            CudaArgs::Memcpy {
+                count: 16 << 20,
+                kind: MemcpyKind::HostToDevice,
+                stream: Some(0x10),
+                width_height: None,
+                host_ptr: Some(host + 4096),
+            },
+        ));
+        400 * US + d
+    })
+}
+
+#[test]
+fn async_copies_from_pageable_memory_are_found_and_pinned_ones_are_not() {
+    let e = explain("rules-pageable", copies_from(false));
+    let top = &findings(&e)[0];
+    assert_eq!(top["kind"], "pageable_memcpy", "{e:#}");
+    assert_eq!(top["impact_ns"], 30 * 4 * MS);
+    assert_eq!(top["causes"][0]["cause"], "memcpy");
+    assert_eq!(top["pid"], TRAINER);
+    assert!(
+        top["evidence"][0]["what"]
+            .as_str()
+            .is_some_and(|w| w.contains("step=")),
+        "the worst copies say their step: {top:#}"
+    );
+    let e = explain("rules-pinned", copies_from(true));
+    assert!(
+        findings(&e).iter().all(|f| f["kind"] != "pageable_memcpy"),
+        "{e:#}"
+    );
+    assert!(above_low(&e).is_empty(), "{e:#}");
 }
