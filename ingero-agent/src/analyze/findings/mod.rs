@@ -230,6 +230,28 @@ impl CauseKind {
     }
 }
 
+/// Every rule's `kind`, as docs/explain.schema.json lists them (a test keeps them equal).
+pub const KINDS: [&str; 18] = [
+    "slow_group",
+    "unusual_group",
+    "sync_memcpy",
+    "pageable_memcpy",
+    "sync_in_loop",
+    "alloc_churn",
+    "host_bound",
+    "blocking",
+    "cpu_contention",
+    "tail_latency",
+    "straggler",
+    "memory_leak",
+    "allocation_spikes",
+    "failed_allocation",
+    "contention",
+    "cold_start",
+    "cuda_error",
+    "cuda_graphs",
+];
+
 /// One finding of `explain`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Finding {
@@ -350,13 +372,14 @@ fn finding_id(f: &Finding) -> String {
     format!("{}-{h:016x}", f.kind)
 }
 
-/// The median of a list (the lower middle for even lengths, so it is a real value).
+/// The median of a list (the lower middle for even lengths, so it is a real value); linear
+/// time (a selection, not a sort: slow groups take one per group and part).
 pub fn median(mut v: Vec<u64>) -> u64 {
     if v.is_empty() {
         return 0;
     }
-    v.sort_unstable();
-    v[(v.len() - 1) / 2]
+    let mid = (v.len() - 1) / 2;
+    *v.select_nth_unstable(mid).1
 }
 
 /// `name[pid]` of a process.

@@ -80,32 +80,70 @@ fn peers(rows: &[GroupRow], i: usize) -> &[GroupRow] {
     &rows[lo..hi]
 }
 
-/// Median and MAD.
-fn median_mad(v: Vec<u64>) -> (u64, u64) {
-    let m = median(v.clone());
-    let mad = median(v.into_iter().map(|x| x.abs_diff(m)).collect());
-    (m, mad)
+/// The median of each group's local window ([`peers`]) of `values`, kept sorted as the
+/// window slides (a binary search and a short move per group, instead of a selection over the
+/// whole window for every group).
+fn local_medians(values: &[u64]) -> Vec<u64> {
+    let n = values.len();
+    let mut window: Vec<u64> = Vec::with_capacity(2 * LOCAL_PEERS + 1);
+    let mut out = Vec::with_capacity(n);
+    let (mut lo, mut hi) = (0usize, 0usize);
+    for i in 0..n {
+        let (want_lo, want_hi) = (i.saturating_sub(LOCAL_PEERS), (i + LOCAL_PEERS + 1).min(n));
+        while hi < want_hi {
+            let v = values[hi];
+            let at = window.partition_point(|x| *x < v);
+            window.insert(at, v);
+            hi += 1;
+        }
+        while lo < want_lo {
+            let v = values[lo];
+            let at = window.partition_point(|x| *x < v);
+            window.remove(at);
+            lo += 1;
+        }
+        out.push(
+            window
+                .get((window.len().max(1) - 1) / 2)
+                .copied()
+                .unwrap_or(0),
+        );
+    }
+    out
+}
+
+/// The median absolute deviation of `window` from `m`.
+fn mad(window: &[GroupRow], m: u64) -> u64 {
+    median(window.iter().map(|p| p.duration_ns.abs_diff(m)).collect())
 }
 
 fn key_findings(ctx: &Context<'_>, k: &KeyRows) -> Vec<Candidate> {
     let comps: Vec<_> = k.rows.iter().map(|r| ctx.components(r)).collect();
+    let series =
+        |f: &dyn Fn(&GroupRow) -> u64| local_medians(&k.rows.iter().map(f).collect::<Vec<_>>());
+    let med_dur = series(&|r| r.duration_ns);
+    let med_calls = UNUSUAL_CLASSES.map(|c| series(&|r| r.totals.class_calls[c.index()]));
+    let med_ns = UNUSUAL_CLASSES.map(|c| series(&|r| r.totals.class_ns[c.index()]));
     let mut slow = Vec::new();
     let mut unusual = Vec::new();
     for (i, r) in k.rows.iter().enumerate() {
         let window = peers(&k.rows, i);
         let lo = i.saturating_sub(LOCAL_PEERS);
-        let (med, mad) = median_mad(window.iter().map(|p| p.duration_ns).collect());
+        let med = med_dur[i];
         let excess = r.duration_ns.saturating_sub(med);
-        let robust = SLOW_MAD_K * 1.4826 * mad as f64;
+        // The deviation only for groups that pass the cheap tests.
         if r.duration_ns as f64 >= SLOW_MIN_RATIO * med as f64
-            && excess as f64 > robust
             && excess >= SLOW_MIN_EXCESS_NS
+            && excess as f64 > SLOW_MAD_K * 1.4826 * mad(window, med) as f64
         {
             let window_comps = &comps[lo..lo + window.len()];
             if let Some(f) = slow_finding(ctx, k, r, &comps[i], window_comps, med) {
                 slow.push(f);
             }
-        } else if let Some(f) = unusual_finding(ctx, k, r, window) {
+            continue;
+        }
+        let medians: [(u64, u64); 3] = std::array::from_fn(|c| (med_calls[c][i], med_ns[c][i]));
+        if let Some(f) = unusual_finding(ctx, k, r, &medians) {
             unusual.push(f);
         }
     }
@@ -255,20 +293,20 @@ fn slow_finding(
     })
 }
 
+/// `medians`: the peers' median calls and time of each of [`UNUSUAL_CLASSES`].
 fn unusual_finding(
     ctx: &Context<'_>,
     k: &KeyRows,
     r: &GroupRow,
-    window: &[GroupRow],
+    medians: &[(u64, u64); 3],
 ) -> Option<Finding> {
     let mut causes = Vec::new();
     let mut counts = Vec::new();
-    for class in UNUSUAL_CLASSES {
+    for (class, (med_n, med_ns)) in UNUSUAL_CLASSES.iter().zip(medians) {
+        let (class, med_n, med_ns) = (*class, *med_n, *med_ns);
         let i = class.index();
         let n = r.totals.class_calls[i];
-        let med_n = median(window.iter().map(|p| p.totals.class_calls[i]).collect());
         let own_ns = r.totals.class_ns[i];
-        let med_ns = median(window.iter().map(|p| p.totals.class_ns[i]).collect());
         let ns = own_ns.saturating_sub(med_ns);
         let many =
             n as f64 >= UNUSUAL_RATIO * med_n.max(1) as f64 && n >= med_n + UNUSUAL_MIN_EXTRA;
@@ -401,5 +439,32 @@ impl Cause {
             s.push_str(&format!(" by {}", top.comm));
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sliding_medians_equal_the_medians_of_each_window() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for n in [0usize, 1, 2, 7, 101, 102, 350] {
+            let values: Vec<u64> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x % 50
+                })
+                .collect();
+            let fast = local_medians(&values);
+            for (i, m) in fast.iter().enumerate() {
+                let lo = i.saturating_sub(LOCAL_PEERS);
+                let hi = (i + LOCAL_PEERS + 1).min(n);
+                assert_eq!(*m, median(values[lo..hi].to_vec()), "n {n} at {i}");
+            }
+            assert_eq!(fast.len(), n);
+        }
     }
 }

@@ -418,3 +418,63 @@ fn async_copies_from_pageable_memory_are_found_and_pinned_ones_are_not() {
     );
     assert!(above_low(&e).is_empty(), "{e:#}");
 }
+
+/// docs/explain.schema.json names every kind and cause the code has (the recorded corpus
+/// validates whole reports against it).
+#[test]
+fn the_json_schema_lists_the_kinds_and_causes() {
+    use crate::analyze::findings::KINDS;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/explain.schema.json");
+    let text = std::fs::read_to_string(&path).expect("docs/explain.schema.json");
+    let schema: Value = serde_json::from_str(&text).expect("valid JSON");
+    let list = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let defs = &schema["$defs"];
+    assert_eq!(
+        list(&defs["finding"]["properties"]["kind"]["enum"]),
+        KINDS.map(str::to_owned)
+    );
+    assert_eq!(
+        list(&defs["cause"]["properties"]["cause"]["enum"]),
+        CAUSE_KINDS.map(|k| k.name().to_owned())
+    );
+    // Every key a finding serialises is a property of the schema, and the required ones are
+    // always there.
+    let e = explain(
+        "rules-schema",
+        gpu_loop(30, |s, t, at, v| {
+            if s != 5 {
+                return 0;
+            }
+            v.push(off_cpu(t, at, 100 * MS, OffCpuReason::Preempted, "cpu_hog"));
+            100 * MS
+        }),
+    );
+    let props = defs["finding"]["properties"]
+        .as_object()
+        .expect("properties");
+    let required = list(&defs["finding"]["required"]);
+    for f in findings(&e) {
+        let f = f.as_object().expect("object");
+        for k in f.keys() {
+            assert!(props.contains_key(k), "{k} not in the schema");
+        }
+        for k in &required {
+            assert!(f.contains_key(k), "{k} missing");
+        }
+        assert!(KINDS.contains(&f["kind"].as_str().unwrap_or("")));
+    }
+    let cause_props = defs["cause"]["properties"].as_object().expect("cause");
+    for c in findings(&e)[0]["causes"].as_array().expect("causes") {
+        for k in c.as_object().expect("object").keys() {
+            assert!(cause_props.contains_key(k), "{k} not in the schema");
+        }
+    }
+}

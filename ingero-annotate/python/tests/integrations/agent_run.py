@@ -140,9 +140,9 @@ class AgentRun:
                 out.append(obj)
         return out
 
-    def query_group_by_step(self) -> List[Dict]:
-        """``ingero query --trace FILE --group-by step --json`` as a list of groups."""
-        res = subprocess.run([BIN, "query", "--trace", self.trace_file, "--group-by", "step", "--json"],
+    def query_group_by_step(self, keys: str = "step") -> List[Dict]:
+        """``ingero query --trace FILE --group-by KEYS --json`` as a list of groups."""
+        res = subprocess.run([BIN, "query", "--trace", self.trace_file, "--group-by", keys, "--json"],
                              capture_output=True, timeout=300)
         assert res.returncode == 0, res.stderr.decode(errors="replace")
         return parse_groups(res.stdout.decode())
