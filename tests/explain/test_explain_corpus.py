@@ -243,10 +243,18 @@ def truth_preempted_step(rec: Recording) -> None:
 def truth_cpu_contention(rec: Recording) -> None:
     rows = ordered_steps(rec)
     normal_step_calls(rows)
-    hog = sum(by_name(r, "cpu_hog") for r in rows)
-    hit = [r for r in rows if r["preempted_by"] and r["preempted_by"][0]["name"] == "cpu_hog"]
+    total: Dict[str, int] = {}
+    for r in rows:
+        for b in r["preempted_by"]:
+            total[b["name"]] = total.get(b["name"], 0) + b["ns"]
+    hog = total.get("cpu_hog", 0)
     assert hog >= 30 * MS, f"cpu_hog took {hog / MS:.1f} ms from the training thread"
-    assert len(hit) >= sc.STEPS // 3, f"cpu_hog is the first preemptor in only {len(hit)} steps"
+    assert max(total, key=lambda k: total[k]) == "cpu_hog", total
+    # Not first in every step: a preemption is charged to whoever ran right after the switch
+    # (a kworker that ran before the hog takes the whole interval).
+    # Spread over the run (contention, not one burst): both halves, several steps.
+    hit = [int(r["labels"]["step"]) for r in rows if by_name(r, "cpu_hog")]
+    assert len(hit) >= 5 and min(hit) < sc.STEPS // 2 <= max(hit), f"cpu_hog preempted steps {hit}"
     no_outlier(rows)
 
 
