@@ -110,11 +110,15 @@ pub fn run(args: &TestArgs) -> Result<()> {
 
 fn python_tests(bin: &std::path::Path, cudart: &std::path::Path) -> Result<()> {
     let root = workspace_root();
-    let suites: Vec<PathBuf> = ["ingero-annotate/python/tests", "tests/perfetto"]
-        .iter()
-        .map(|p| root.join(p))
-        .filter(|p| p.exists())
-        .collect();
+    let suites: Vec<PathBuf> = [
+        "ingero-annotate/python/tests",
+        "tests/perfetto",
+        "tests/explain",
+    ]
+    .iter()
+    .map(|p| root.join(p))
+    .filter(|p| p.exists())
+    .collect();
     if suites.is_empty() {
         return Ok(());
     }
