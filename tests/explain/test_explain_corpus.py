@@ -482,7 +482,13 @@ def require_v2() -> None:
         pytest.skip("explain v2 not merged (findings lack impact_ns)")
 
 
+SCHEMA = REPO / "docs/explain.schema.json"
+
+
 def check_contract(report: Dict[str, Any]) -> None:
+    import jsonschema  # installed by scripts/install-prerequisites.sh
+
+    jsonschema.validate(report, json.loads(SCHEMA.read_text()))
     assert isinstance(report["events"], int)
     for f in report["findings"]:
         for key in ("id", "severity", "kind", "summary", "window", "impact_ns", "share", "causes", "evidence", "root_cause", "fixes"):

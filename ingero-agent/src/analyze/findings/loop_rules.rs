@@ -13,7 +13,8 @@
 //!   launching at least [`HOST_BOUND_MIN_LAUNCHES`] kernels, with little synchronisation wait
 //!   ([`HOST_BOUND_MAX_SYNC_SHARE`]: a GPU-bound loop waits there instead);
 //! - `blocking`: the loop's threads blocked outside CUDA calls (data loading, I/O, locks) in
-//!   many iterations, [`OFF_CPU_MIN_SHARE`] of the loop's time;
+//!   many iterations, [`OFF_CPU_MIN_SHARE`] of the loop's time, spread over them rather than
+//!   concentrated in a few (those are slow groups);
 //! - `cpu_contention`: the loop's threads preempted, by named tasks, in many iterations,
 //!   [`OFF_CPU_MIN_SHARE`] of the loop's time (the whole selection when there is no loop).
 
@@ -38,8 +39,12 @@ pub const HOST_BOUND_MIN_LAUNCHES: u64 = 10;
 pub const HOST_BOUND_MAX_SYNC_SHARE: f64 = 0.2;
 /// Off-CPU time (blocked or preempted) that is a finding: this share of the loop's time...
 pub const OFF_CPU_MIN_SHARE: f64 = 0.05;
-/// ...in at least this share of the iterations.
+/// ...in at least this share of the iterations...
 pub const OFF_CPU_MIN_PRESENCE: f64 = 0.3;
+/// ...each losing at least this share of its time...
+pub const OFF_CPU_ITERATION_SHARE: f64 = 0.02;
+/// ...and the worst tenth of the iterations holding less than this share of it.
+pub const CONCENTRATED_SHARE: f64 = 0.5;
 /// Iterations listed as evidence.
 const EVIDENCE_ROWS: usize = 3;
 
@@ -98,6 +103,26 @@ impl Loop<'_> {
 
     fn presence(&self, parts: &[u64]) -> f64 {
         parts.iter().filter(|p| **p > 0).count() as f64 / parts.len().max(1) as f64
+    }
+
+    /// Whether off-CPU time (`parts`) is spread over the loop: in at least
+    /// [`OFF_CPU_MIN_PRESENCE`] of the iterations for at least [`OFF_CPU_ITERATION_SHARE`] of
+    /// each, and not mostly in the worst tenth of them (time concentrated in a few iterations
+    /// is theirs: `slow_group` reports them).
+    fn spread(&self, parts: &[u64]) -> bool {
+        let n = parts.len().max(1);
+        let felt = self
+            .rows()
+            .iter()
+            .zip(parts)
+            .filter(|(r, p)| **p as f64 >= OFF_CPU_ITERATION_SHARE * r.duration_ns as f64)
+            .count();
+        let mut sorted = parts.to_vec();
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+        let total: u64 = sorted.iter().sum();
+        let worst: u64 = sorted.iter().take(n.div_ceil(10)).sum();
+        felt as f64 >= OFF_CPU_MIN_PRESENCE * n as f64
+            && (worst as f64) < CONCENTRATED_SHARE * total as f64
     }
 
     fn calls(&self, class: WorkClass) -> Vec<u64> {
@@ -314,9 +339,7 @@ impl Loop<'_> {
     fn blocking(&self) -> Option<Finding> {
         let parts = self.comp(CauseKind::Blocked);
         let total: u64 = parts.iter().sum();
-        if self.presence(&parts) < OFF_CPU_MIN_PRESENCE
-            || (total as f64) < OFF_CPU_MIN_SHARE * self.loop_ns() as f64
-        {
+        if !self.spread(&parts) || (total as f64) < OFF_CPU_MIN_SHARE * self.loop_ns() as f64 {
             return None;
         }
         let key = self.lg.key;
@@ -341,9 +364,7 @@ impl Loop<'_> {
     fn cpu_contention(&self) -> Option<Finding> {
         let parts = self.comp(CauseKind::Preempted);
         let total: u64 = parts.iter().sum();
-        if self.presence(&parts) < OFF_CPU_MIN_PRESENCE
-            || (total as f64) < OFF_CPU_MIN_SHARE * self.loop_ns() as f64
-        {
+        if !self.spread(&parts) || (total as f64) < OFF_CPU_MIN_SHARE * self.loop_ns() as f64 {
             return None;
         }
         let mut by = Vec::new();

@@ -1,8 +1,9 @@
 //! Tail latency: an operation whose p99 is at least [`TAIL_RATIO`] × its p50 over at least
 //! [`TAIL_MIN_CALLS`] calls. Causes are looked for around the slowest calls (those at or above
 //! p99, up to `slow_calls::TOP_K`), not across the whole trace: involuntary preemption of the
-//! calling thread (naming who ran instead), voluntary blocking, and other traced processes'
-//! GPU API activity in the same window. A cause counts when it covers at least
+//! calling thread (naming who ran instead), voluntary blocking (not for synchronisations, whose
+//! sleep is the GPU wait itself), and other traced processes' GPU API activity in the same
+//! window. A cause counts when it covers at least
 //! [`CAUSE_MIN_SHARE`] of the slow calls' excess over p50; with none the tail is reported as
 //! unexplained, at LOW.
 
@@ -93,7 +94,12 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
             .into_iter()
             .filter(|s| s.duration_ns >= p99)
             .collect();
-        let c = causes(agg, &slow, p50);
+        let mut c = causes(agg, &slow, p50);
+        // A synchronisation that sleeps is waiting for the GPU: its blocked time is the wait
+        // itself, not a cause of it.
+        if stats.op.is_sync() {
+            c.blocked = 0;
+        }
         let need = (c.excess as f64 * CAUSE_MIN_SHARE) as u64;
         let mut found = Vec::new();
         let mut fixes = Vec::new();
