@@ -413,11 +413,24 @@ def host_bound(s: Scenario) -> None:
             s.cuda.stream_sync()
 
 
+def two_causes(s: Scenario) -> None:
+    """Two causes of different sizes: step 7 sleeps 200 ms outside CUDA (one step), and every
+    step copies 8 MiB D2H synchronously (5 ms each, 150 ms over the run)."""
+    s.cuda.set_cost("memcpy", SYNC_MEMCPY_NS, SLEEP)
+
+    def extra(i: int) -> None:
+        s.cuda.memcpy(s.pinned, s.device, SYNC_MEMCPY_BYTES, D2H)
+        if i == SLOW_STEP:
+            time.sleep(STALL_NS / 1e9)
+
+    s.train(extra)
+
+
 SCENARIOS: Dict[str, Callable[[Scenario], None]] = {
     f.__name__: f
     for f in (healthy, blocked_step, preempted_step, cpu_contention, alloc_churn, sync_storm,
               sync_memcpy, pageable_memcpy, pinned_memcpy, leak, cold_start, error_storm,
-              slow_request, host_bound)
+              slow_request, host_bound, two_causes)
 }
 
 
