@@ -190,6 +190,19 @@ impl ProcStats {
         }
     }
 
+    /// The sizes of the allocations still live, most bytes first: (size, how many), at most
+    /// `n` sizes (allocations of one size are usually one call site in a loop).
+    pub fn live_by_size(&self, n: usize) -> Vec<(u64, u64)> {
+        let mut by: FastMap<u64, u64> = FastMap::default();
+        for size in self.live.values() {
+            *by.entry(*size).or_default() += 1;
+        }
+        let mut v: Vec<(u64, u64)> = by.into_iter().collect();
+        v.sort_by(|a, b| (b.0 * b.1).cmp(&(a.0 * a.1)).then(b.0.cmp(&a.0)));
+        v.truncate(n);
+        v
+    }
+
     /// Bytes allocated and not freed.
     pub fn outstanding(&self) -> u64 {
         self.alloc_bytes.saturating_sub(self.freed_bytes)

@@ -10,7 +10,7 @@
 //! allocation calls after the first, whose spacing varies by at most [`SPIKE_MAX_GAP_CV`]
 //! (coefficient of variation).
 
-use super::{Finding, Severity, proc_name};
+use super::{Finding, Severity, Window, proc_name};
 use crate::analyze::Analysis;
 use crate::analyze::activity::BINS;
 use crate::analyze::aggregate::Aggregate;
@@ -28,11 +28,13 @@ pub const SPIKE_MAX_GAP_CV: f64 = 0.25;
 /// `cudaErrorMemoryAllocation`.
 const CUDA_ERROR_MEMORY_ALLOCATION: i32 = 2;
 
-pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
+/// `loop_steps`: the loop's key and its number of iterations, when there is a loop (a leak's
+/// growth is then also given per iteration).
+pub fn check(an: &Analysis, agg: &Aggregate, loop_steps: Option<(&str, usize)>) -> Vec<Finding> {
     let mut out = Vec::new();
     for (pid, p) in &agg.procs {
         let who = proc_name(agg, *pid);
-        if let Some(f) = leak(an, agg, *pid, &who) {
+        if let Some(f) = leak(an, agg, *pid, &who, loop_steps) {
             out.push(f);
         }
         if let Some(f) = spikes(an, agg, *pid, &who) {
@@ -47,6 +49,10 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
             out.push(Finding {
                 severity: Severity::High,
                 kind: "failed_allocation".into(),
+                window: Window {
+                    start_ns: oom.iter().map(|f| f.ts_ns).min().unwrap_or(0),
+                    end_ns: oom.iter().map(|f| f.ts_ns).max().unwrap_or(0),
+                },
                 summary: format!(
                     "{who}: {} device allocation(s) failed with cudaErrorMemoryAllocation",
                     oom.len()
@@ -77,7 +83,13 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
     out
 }
 
-fn leak(an: &Analysis, agg: &Aggregate, pid: u32, who: &str) -> Option<Finding> {
+fn leak(
+    an: &Analysis,
+    agg: &Aggregate,
+    pid: u32,
+    who: &str,
+    loop_steps: Option<(&str, usize)>,
+) -> Option<Finding> {
     let p = agg.procs.get(&pid)?;
     let outstanding = p.outstanding();
     if p.allocs < LEAK_MIN_ALLOCS
@@ -125,6 +137,10 @@ fn leak(an: &Analysis, agg: &Aggregate, pid: u32, who: &str) -> Option<Finding> 
             Severity::Medium
         },
         kind: "memory_leak".into(),
+        window: Window {
+            start_ns: p.first_alloc_ns,
+            end_ns: p.last_alloc_ns,
+        },
         summary: format!(
             "{who} allocated {} and freed {}: {} outstanding, growing {}/s",
             fmt::bytes(p.alloc_bytes),
@@ -133,10 +149,25 @@ fn leak(an: &Analysis, agg: &Aggregate, pid: u32, who: &str) -> Option<Finding> 
             fmt::bytes(rate as u64)
         ),
         evidence,
-        root_cause: format!(
-            "device allocations ({} calls) are not matched by frees ({} calls) and the total keeps growing through the run: a likely leak",
-            p.allocs, p.frees
-        ),
+        root_cause: {
+            let sites = p
+                .live_by_size(3)
+                .iter()
+                .map(|(size, n)| format!("{n} × {}", fmt::bytes(*size)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let per_step = match loop_steps {
+                Some((key, n)) if n > 0 => format!(
+                    ", {} per {key} over {n} {key}s",
+                    fmt::bytes(outstanding / n as u64)
+                ),
+                _ => String::new(),
+            };
+            format!(
+                "device allocations ({} calls) are not matched by frees ({} calls) and the total keeps growing through the run{per_step}: a likely leak; still held: {sites}",
+                p.allocs, p.frees
+            )
+        },
         fixes: vec![
             "Find what keeps device tensors alive across iterations (lists of losses or outputs kept with their graph, caches keyed by step); detach and drop them.".into(),
             "Check with torch.cuda.memory_summary() or a memory snapshot at two points of the run.".into(),

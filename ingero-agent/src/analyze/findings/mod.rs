@@ -325,7 +325,11 @@ pub fn run_all(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
     out.extend(loop_rules::check(&ctx));
     out.extend(tail_latency::check(an, agg));
     out.extend(stragglers::check(an, agg));
-    out.extend(memory::check(an, agg));
+    out.extend(memory::check(
+        an,
+        agg,
+        ctx.loop_groups().map(|l| (l.key, l.rows.len())),
+    ));
     out.extend(pageable::check(an, agg));
     out.extend(contention::check(an, agg));
     out.extend(cold_start::check(&ctx));

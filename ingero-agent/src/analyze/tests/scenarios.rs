@@ -262,6 +262,14 @@ fn leaking_process_is_found_with_its_growth_rate() {
     assert!(s.contains("growing 653.1MiB/s"), "{s}");
     assert_eq!(leaks[0]["severity"], "HIGH");
     assert!(
+        leaks[0]["root_cause"]
+            .as_str()
+            .is_some_and(|c| c.contains("still held: 50 × 64.0MiB")),
+        "the allocations still held, by size: {:#}",
+        leaks[0]
+    );
+    assert!(leaks[0]["window"]["end_ns"].as_u64() > leaks[0]["window"]["start_ns"].as_u64());
+    assert!(
         leaks[0]["evidence"]
             .as_array()
             .is_some_and(|a| a.len() >= 4)
