@@ -152,7 +152,7 @@ def _query_and_explain_the_recording(out: Path, pid: int):
     row = by_step["43"]
     for key in ("labels", "duration_ns", "cuda_calls", "api_time_ns", "sync_time_ns", "off_cpu_ns"):
         assert key in row, key
-    assert row["cuda_calls"] == 6, "malloc, free, launch, memcpy, two syncs"
+    assert row["cuda_calls"] == 9, "malloc, free, launch, memcpy, two syncs, register, async copy, unregister"
     assert row["api_time_ns"] > 0 and row["sync_time_ns"] > 0
     assert row["labels"].get("request_id") == "r-17", "the request in force is shown with the step"
 

@@ -51,6 +51,7 @@ impl TraceIndex {
                 ReadRecord::Statistics(_) => continue,
                 ReadRecord::LabelState(s) => labels.add_state(s),
                 ReadRecord::Annotation(a) => labels.add_span(a),
+                ReadRecord::Nvtx(n) => labels.add_nvtx(n),
                 _ => {}
             }
             let (a, b) = rec.interval();

@@ -8,8 +8,9 @@
 use std::collections::BTreeMap;
 
 use ingero_trace::fast_map::FastMap;
-use ingero_trace::model::AnnotationRecord;
 use ingero_trace::model::LabelInterval;
+use ingero_trace::model::{AnnotationRecord, NvtxRecord};
+use ingero_trace::vocab::{NVTX_DOMAIN_LABEL, NVTX_LABEL};
 
 /// A label value, interned (index into [`LabelIndex::value`]).
 pub type ValueId = u32;
@@ -101,6 +102,33 @@ impl LabelIndex {
                 end,
                 value,
             });
+        }
+    }
+
+    /// Adds an NVTX range as spans of its process: `nvtx` = its message, and `nvtx.domain`
+    /// when the domain is not the default one (marks are instants and label nothing). A range
+    /// labels the whole process over its interval, not only its thread: PyTorch's `backward`
+    /// range is pushed on the Python thread while the autograd engine's threads launch.
+    pub fn add_nvtx(&mut self, n: &NvtxRecord) {
+        if !n.is_range() {
+            return;
+        }
+        let mut push = |k: &str, v: &str| {
+            let value = self.intern(v);
+            let key = self.keys.entry(k.to_owned()).or_default();
+            key.spans
+                .entry(Some(n.pid))
+                .or_default()
+                .list
+                .push(Interval {
+                    start: n.ts_ns,
+                    end: n.end_ns.max(n.ts_ns),
+                    value,
+                });
+        };
+        push(NVTX_LABEL, &n.message);
+        if let Some(d) = &n.domain {
+            push(NVTX_DOMAIN_LABEL, d);
         }
     }
 

@@ -42,6 +42,7 @@ pub mod pinned;
 pub mod proc_run;
 pub mod processes;
 pub mod query;
+pub mod ranges;
 pub mod resolve_cache;
 pub mod routes;
 pub mod scan;

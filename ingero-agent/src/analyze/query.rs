@@ -14,6 +14,7 @@ use super::intervals;
 use super::json::Json;
 use super::kernels::{self, KernelRow};
 use super::labels::ValueId;
+use super::ranges::{RangeStats, has_range_stats, range_stats};
 use super::table::Table;
 
 /// The label carrying a process's rank (the agent's, from the launcher's environment, or an
@@ -25,6 +26,9 @@ pub const REQUEST_KEY: &str = "request_id";
 
 /// Said with every per-request report.
 pub const OVERLAP_CAVEAT: &str = "Requests overlap in time (for example under continuous batching), so an event inside several request spans counts once for each of them and per-request totals can add up to more than the whole.";
+
+/// Said with NVTX groups, whose ranges nest.
+pub const NVTX_OVERLAP_CAVEAT: &str = "NVTX ranges nest and overlap, so an event inside several ranges counts once for each of them (a nested range's calls count for every level) and the rows can add up to more than the whole.";
 
 /// What `query` reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,6 +105,9 @@ pub struct GroupRow {
     /// Present when the grouping has overlap semantics (a span key whose spans overlap).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub caveat: Option<String>,
+    /// For NVTX groups: the individual ranges' count and durations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranges: Option<RangeStats>,
 }
 
 /// One request of `--by-request`.
@@ -238,8 +245,17 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
                     map.insert(k.to_owned(), Value::String(v.to_owned()));
                 }
             }
-            let mut row = group_row(map, &held, s, g.overlapping);
+            let caveat = g.overlapping.then(|| match g.keys.as_slice() {
+                [key] if has_range_stats(key) => NVTX_OVERLAP_CAVEAT,
+                _ => OVERLAP_CAVEAT,
+            });
+            let mut row = group_row(map, &held, s, caveat);
             row.pid = pid;
+            if let ([key], [v]) = (g.keys.as_slice(), values.get(..1).unwrap_or_default()) {
+                if has_range_stats(key) {
+                    row.ranges = Some(range_stats(&intervals_of(0, *v, pid)));
+                }
+            }
             // The process's rank even where the group began before the agent saw it.
             row.rank = row
                 .labels
@@ -381,7 +397,7 @@ fn group_row(
     labels: Map<String, Value>,
     held: &[(u64, u64)],
     s: &GroupStats,
-    overlap: bool,
+    caveat: Option<&str>,
 ) -> GroupRow {
     GroupRow {
         labels,
@@ -397,7 +413,8 @@ fn group_row(
             ts_ns: x.ts_ns,
             duration_ns: x.duration_ns,
         }),
-        caveat: overlap.then(|| OVERLAP_CAVEAT.to_owned()),
+        caveat: caveat.map(str::to_owned),
+        ranges: None,
     }
 }
 
@@ -544,9 +561,13 @@ impl QueryReport {
                 pids.sort_unstable();
                 pids.dedup();
                 let with_pid = pids.len() > 1;
+                let with_ranges = rows.iter().any(|r| r.ranges.is_some());
                 let mut h = vec!["labels"];
                 if with_pid {
                     h.push("pid");
+                }
+                if with_ranges {
+                    h.extend(["ranges", "range p50", "range p95", "range max"]);
                 }
                 h.extend(GROUP_HEADERS);
                 let mut t = Table::new(&h);
@@ -554,6 +575,15 @@ impl QueryReport {
                     let mut cells = vec![label_text(&r.labels)];
                     if with_pid {
                         cells.push(r.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()));
+                    }
+                    if with_ranges {
+                        let x = r.ranges.unwrap_or_default();
+                        cells.extend([
+                            x.count.to_string(),
+                            fmt::dur(x.p50_ns),
+                            fmt::dur(x.p95_ns),
+                            fmt::dur(x.max_ns),
+                        ]);
                     }
                     cells.extend(group_cells(r, origin));
                     t.push(cells);

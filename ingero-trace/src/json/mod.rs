@@ -13,13 +13,14 @@
 
 mod annotation;
 mod event;
+mod nvtx;
 
 use std::io::{self, Write};
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-use crate::model::{AnnotationRecord, Event, ReadRecord};
+use crate::model::{AnnotationRecord, Event, NvtxRecord, ReadRecord, TimelineRecord};
 pub use event::EventView;
 
 /// One line: an event or an annotation, with the labels in force when a reader knows them.
@@ -28,6 +29,8 @@ pub enum Line<'a> {
     Event(EventView<'a>),
     /// An annotation, in its own shape (`type`: `annotation`).
     Annotation(&'a AnnotationRecord),
+    /// An NVTX range or mark, in its own shape (`type`: `nvtx`).
+    Nvtx(&'a NvtxRecord),
 }
 
 impl<'a> Line<'a> {
@@ -36,11 +39,21 @@ impl<'a> Line<'a> {
         Line::Event(EventView::of_event(e))
     }
 
+    /// A record of the live timeline (what the agent writes).
+    pub fn of_timeline(r: &'a TimelineRecord) -> Line<'a> {
+        match r {
+            TimelineRecord::Event(e) => Line::of_event(e),
+            TimelineRecord::Annotation(a) => Line::Annotation(a),
+            TimelineRecord::Nvtx(n) => Line::Nvtx(n),
+        }
+    }
+
     /// A recorded event or annotation; `None` for the records that are not events (session,
     /// statistics, counters, label states).
     pub fn of_record(r: &'a ReadRecord) -> Option<Line<'a>> {
         match r {
             ReadRecord::Annotation(a) => Some(Line::Annotation(a)),
+            ReadRecord::Nvtx(n) => Some(Line::Nvtx(n)),
             r => EventView::of_record(r).map(Line::Event),
         }
     }
@@ -74,6 +87,12 @@ impl Line<'_> {
                 }
             }
             Line::Annotation(a) => annotation::entries(a, &mut map)?,
+            Line::Nvtx(n) => {
+                nvtx::entries(n, &mut map)?;
+                if let Some(labels) = labels {
+                    map.serialize_entry("labels", labels)?;
+                }
+            }
         }
         map.end()
     }

@@ -217,10 +217,7 @@ fn a_recorded_line_is_the_live_line() {
     let mut live: Vec<String> = input
         .iter()
         .map(|r| {
-            let line = match r {
-                TimelineRecord::Event(e) => Line::of_event(e),
-                TimelineRecord::Annotation(a) => Line::Annotation(a),
-            };
+            let line = Line::of_timeline(r);
             serde_json::to_string(&line).expect("json")
         })
         .collect();

@@ -1,9 +1,10 @@
-//! The timeline model: what the agent hands the writer ([`TimelineRecord`]: a probe [`Event`] or
-//! an [`AnnotationRecord`]) and what the reader yields ([`ReadRecord`]).
+//! The timeline model: what the agent hands the writer ([`TimelineRecord`]: a probe [`Event`],
+//! an [`AnnotationRecord`] or an [`NvtxRecord`]) and what the reader yields ([`ReadRecord`]).
 
 mod cuda_args;
 mod event;
 mod kernel;
+mod nvtx;
 mod placement;
 mod recorded;
 mod session;
@@ -15,6 +16,7 @@ pub use cuda_args::{
 };
 pub use event::{Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task};
 pub use kernel::{CallDetail, KernelName, NameSource};
+pub use nvtx::{NvtxKind, NvtxPayload, NvtxRecord};
 pub(crate) use placement::Placement;
 pub use recorded::{
     CounterKind, CounterSample, CudaCallRecord, LabelInterval, LifecycleRecord, OffCpuRecord,

@@ -7,7 +7,7 @@ use ingero_ebpf::{CudaOp, OffCpuReason};
 
 use super::CallDetail;
 use super::{FinalStats, SessionInfo};
-use crate::model::AnnotationRecord;
+use crate::model::{AnnotationRecord, NvtxRecord};
 use crate::model::{CudaArgs, ProcessOp};
 
 /// The thread a record happened on.
@@ -186,6 +186,8 @@ pub enum ReadRecord {
     Lifecycle(LifecycleRecord),
     /// An annotation exactly as written: an instant (`end_ns: None`) or a span.
     Annotation(AnnotationRecord),
+    /// An NVTX range or mark.
+    Nvtx(NvtxRecord),
     /// A label's value over an interval, derived by the writer from instants.
     LabelState(LabelInterval),
     /// A counter's new value (device memory, events/s, drops).
@@ -203,6 +205,7 @@ impl ReadRecord {
             ReadRecord::OffCpu(o) => (o.ts_ns, o.ts_ns + o.duration_ns),
             ReadRecord::Lifecycle(l) => (l.ts_ns, l.ts_ns),
             ReadRecord::Annotation(a) => (a.ts_ns, a.end_ns.unwrap_or(a.ts_ns)),
+            ReadRecord::Nvtx(n) => (n.ts_ns, n.end_ns),
             ReadRecord::LabelState(l) => (l.start_ns, l.end_ns),
             ReadRecord::Counter(c) => (c.ts_ns, c.ts_ns),
             ReadRecord::Statistics(_) => (0, u64::MAX),

@@ -5,7 +5,7 @@
 //! reader share it, so what `read/` yields compares equal to what was written. The agent builds
 //! it from what its annotation server received.
 
-use super::Event;
+use super::{Event, NvtxRecord};
 
 /// The process incarnation an annotation is scoped to (`None` on the record: trace-wide).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -51,6 +51,8 @@ pub enum TimelineRecord {
     Event(Event),
     /// An annotation the agent accepted from a client.
     Annotation(AnnotationRecord),
+    /// An NVTX range or mark the program emitted (through the injection library).
+    Nvtx(NvtxRecord),
 }
 
 impl TimelineRecord {
@@ -60,6 +62,7 @@ impl TimelineRecord {
         match self {
             TimelineRecord::Event(e) => e.ts_ns(),
             TimelineRecord::Annotation(a) => a.ts_ns,
+            TimelineRecord::Nvtx(n) => n.ts_ns,
         }
     }
 }

@@ -9,7 +9,7 @@ use prost::Message;
 use prost::encoding::message;
 
 use super::varint;
-use super::wire_type::{LEN, VARINT};
+use super::wire_type::{FIXED64, LEN, VARINT};
 use super::{DebugAnnotation, FRAME, TracePacket, TrackEvent, key};
 
 #[inline(always)]
@@ -51,6 +51,20 @@ fn put_bytes_field(out: &mut Vec<u8>, tag: u32, b: Option<&[u8]>) {
     }
 }
 
+/// Bytes of an optional `double` field.
+#[inline(always)]
+fn double_field_len(tag: u32, v: Option<f64>) -> usize {
+    v.map_or(0, |_| key_len(tag) + 8)
+}
+
+#[inline(always)]
+fn put_double_field(out: &mut Vec<u8>, tag: u32, v: Option<f64>) {
+    if let Some(v) = v {
+        put_key(out, tag, FIXED64);
+        out.extend_from_slice(&v.to_bits().to_le_bytes());
+    }
+}
+
 // Signed protobuf ints (int32/int64) are sign-extended to 64 bits on the wire.
 fn signed32(v: Option<i32>) -> Option<u64> {
     v.map(|v| i64::from(v) as u64)
@@ -70,6 +84,7 @@ fn annotation_len(d: &DebugAnnotation) -> usize {
         + varint_field_len(D::BOOL_VALUE, d.bool_value.map(u64::from))
         + varint_field_len(D::UINT_VALUE, d.uint_value)
         + varint_field_len(D::INT_VALUE, signed64(d.int_value))
+        + double_field_len(D::DOUBLE_VALUE, d.double_value)
         + bytes_field_len(D::STRING_VALUE, text(&d.string_value))
         + varint_field_len(D::POINTER_VALUE, d.pointer_value)
         + bytes_field_len(D::NAME, text(&d.name))
@@ -82,6 +97,7 @@ fn put_annotation(out: &mut Vec<u8>, d: &DebugAnnotation) {
     put_varint_field(out, D::BOOL_VALUE, d.bool_value.map(u64::from));
     put_varint_field(out, D::UINT_VALUE, d.uint_value);
     put_varint_field(out, D::INT_VALUE, signed64(d.int_value));
+    put_double_field(out, D::DOUBLE_VALUE, d.double_value);
     put_bytes_field(out, D::STRING_VALUE, text(&d.string_value));
     put_varint_field(out, D::POINTER_VALUE, d.pointer_value);
     put_bytes_field(out, D::NAME, text(&d.name));

@@ -243,6 +243,8 @@ messages! {
         UINT_VALUE uint_value = 3: Option<u64> [uint64, optional];
         /// A signed value.
         INT_VALUE int_value = 4: Option<i64> [int64, optional];
+        /// A floating-point value.
+        DOUBLE_VALUE double_value = 5: Option<f64> [double, optional];
         /// A string value, not interned.
         STRING_VALUE string_value = 6: Option<String> [string, optional];
         /// A pointer or handle value (shown in hex).

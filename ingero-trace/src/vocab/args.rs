@@ -181,6 +181,41 @@ words! {
 /// Annotations: each label is a key `labels.<key>`.
 pub const LABEL_PREFIX: &str = "labels.";
 
+/// The span label an NVTX range is to `query` and `explain`: its message.
+pub const NVTX_LABEL: &str = "nvtx";
+/// The span label naming a range's domain, when it is not the default one.
+pub const NVTX_DOMAIN_LABEL: &str = "nvtx.domain";
+
+words! {
+    /// The arguments of NVTX ranges and marks. Written on the plain sequence by name (an
+    /// interned debug-annotation name, like labels): NVTX is not on the hot path of the
+    /// reader's fixed-key slots.
+    pub enum NvtxArg {
+        /// The domain's name (absent: the default domain).
+        Domain = "nvtx.domain",
+        /// The category number (absent: 0).
+        Category = "nvtx.category",
+        /// The category's name, when the program named it.
+        CategoryName = "nvtx.category_name",
+        /// ARGB color.
+        Color = "nvtx.color",
+        /// The payload (an unsigned, signed or floating value).
+        Payload = "nvtx.payload",
+        /// The process.
+        Pid = "nvtx.pid",
+        /// The thread that pushed, started or marked.
+        Tid = "nvtx.tid",
+        /// The thread that ended a start/end range, when another one did.
+        EndTid = "nvtx.end_tid",
+        /// Nesting level of a push/pop range.
+        Depth = "nvtx.depth",
+        /// The message was cut.
+        Truncated = "nvtx.truncated",
+        /// Still open when its process ended.
+        Unclosed = "nvtx.unclosed",
+    }
+}
+
 words! {
     /// The groups of the final statistics packet: each number is a key `<group><name>`.
     pub enum StatsGroup {

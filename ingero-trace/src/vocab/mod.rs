@@ -53,8 +53,11 @@ mod args;
 mod launch;
 mod names;
 
-pub use args::{ARG_KEYS, ArgKey, LABEL_PREFIX, ProcessLabel, StatsGroup};
+pub use args::{
+    ARG_KEYS, ArgKey, LABEL_PREFIX, NVTX_DOMAIN_LABEL, NVTX_LABEL, NvtxArg, ProcessLabel,
+    StatsGroup,
+};
 pub use launch::{
     dim3, launch_text, parse_dim3, parse_launch, parse_ptr, ptr_text, state_name, state_value,
 };
-pub use names::{Category, EventName, Instant, TrackName};
+pub use names::{Category, EventName, Instant, NVTX_DOMAIN_SEPARATOR, TrackName};

@@ -18,6 +18,8 @@ words! {
         Annotation = "annotation",
         /// ingero's own session and statistics instants.
         Ingero = "ingero",
+        /// NVTX ranges and marks.
+        Nvtx = "nvtx",
     }
 }
 
@@ -59,8 +61,17 @@ words! {
         EventsPerSecond = "events/s",
         /// Drops reported.
         Drops = "drops",
+        /// A thread's NVTX push/pop ranges and marks (child of the thread's track): `NVTX` for
+        /// the default domain, `NVTX: <domain>` for the others.
+        Nvtx = "NVTX",
+        /// A process's NVTX start/end ranges: `NVTX ranges`, `NVTX ranges #2`, … for
+        /// overlapping ones (child of the process's track).
+        NvtxRanges = "NVTX ranges",
     }
 }
+
+/// Between `NVTX` and a domain's name in the name of a thread's NVTX track.
+pub const NVTX_DOMAIN_SEPARATOR: &str = ": ";
 
 /// An event name with a fixed iid: every name a recording declares in each sequence's first
 /// packet.

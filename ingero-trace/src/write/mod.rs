@@ -58,6 +58,7 @@ mod events;
 mod files;
 mod interner;
 mod labels;
+mod nvtx;
 mod plain;
 mod recorder;
 mod sequence;
@@ -76,6 +77,8 @@ pub use recorder::{Recorder, RecorderCounters};
 
 #[cfg(test)]
 mod chunk_tests;
+#[cfg(test)]
+mod nvtx_tests;
 #[cfg(test)]
 mod placement_tests;
 #[cfg(test)]

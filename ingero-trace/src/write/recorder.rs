@@ -111,6 +111,8 @@ pub struct Recorder {
     last_snapshot_ts: u64,
     pub(super) slices: OpenSlices,
     pub(super) labels: LabelState,
+    /// Per process, the end time of the last NVTX start/end range on each lane.
+    pub(super) nvtx_lanes: FastMap<u32, Vec<u64>>,
     /// Device memory per process, from successful allocations and frees of known size.
     pub(super) device_memory: FastMap<u32, i64>,
     eps: Option<EpsWindow>,
@@ -178,6 +180,7 @@ impl Recorder {
             last_snapshot_ts: 0,
             slices: OpenSlices::default(),
             labels: LabelState::default(),
+            nvtx_lanes: FastMap::default(),
             device_memory: FastMap::default(),
             eps: None,
             counters: RecorderCounters::default(),
@@ -217,6 +220,7 @@ impl Recorder {
                 self.with_labels(|l, r| l.write_annotation(r, a, late))?;
                 self.label_process(a)?;
             }
+            TimelineRecord::Nvtx(n) => self.write_nvtx(n)?,
         }
         if self.out.size() >= self.cfg.max_file_size {
             self.rotate()?;

@@ -23,7 +23,7 @@ use crate::proto::{
     CHILD_ORDERING_CHRONOLOGICAL, CounterDescriptor, ProcessDescriptor, ThreadDescriptor,
     TrackDescriptor, counter_unit,
 };
-use crate::vocab::TrackName;
+use crate::vocab::{NVTX_DOMAIN_SEPARATOR, TrackName};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum TrackKey {
@@ -41,6 +41,10 @@ pub enum TrackKey {
     /// Lane `n` (0-based) of a scope's spans.
     SpanLane(Option<u32>, u32),
     DeviceMemory(u32),
+    /// A thread's NVTX ranges of one domain (`None`: the default domain), by tid.
+    Nvtx(u32, Option<String>),
+    /// Lane `n` (0-based) of a process's NVTX start/end ranges.
+    NvtxLane(u32, u32),
 }
 
 /// What a descriptor may need beyond the key: the task's pid and name as the event saw them.
@@ -264,6 +268,8 @@ impl Tracks {
             TrackKey::State(scope, _) | TrackKey::SpanLane(scope, _) => {
                 Some(TrackKey::Labels(*scope))
             }
+            TrackKey::Nvtx(tid, _) => Some(TrackKey::Thread(*tid)),
+            TrackKey::NvtxLane(pid, _) => Some(TrackKey::Process(*pid)),
         }
     }
 
@@ -409,6 +415,21 @@ fn describe(
                 format!("{} #{}", TrackName::Spans.text(), lane + 1)
             };
             (named(uuid, parent, &name), *scope)
+        }
+        TrackKey::Nvtx(_, domain) => {
+            let name = match domain {
+                None => TrackName::Nvtx.text().to_owned(),
+                Some(d) => format!("{}{NVTX_DOMAIN_SEPARATOR}{d}", TrackName::Nvtx.text()),
+            };
+            (named(uuid, parent, &name), Some(hint.pid))
+        }
+        TrackKey::NvtxLane(pid, lane) => {
+            let name = if *lane == 0 {
+                TrackName::NvtxRanges.text().to_owned()
+            } else {
+                format!("{} #{}", TrackName::NvtxRanges.text(), lane + 1)
+            };
+            (named(uuid, parent, &name), Some(*pid))
         }
         TrackKey::DeviceMemory(pid) => (
             counter(

@@ -307,10 +307,7 @@ fn every_op_argument_and_record_kind_reads_back_equal() {
         rejected: vec![("bad_key".into(), 1)],
         recorder: Vec::new(),
     };
-    let want = lines(input.iter().map(|r| match r {
-        TimelineRecord::Event(e) => crate::json::Line::of_event(e),
-        TimelineRecord::Annotation(a) => crate::json::Line::Annotation(a),
-    }));
+    let want = lines(input.iter().map(crate::json::Line::of_timeline));
     let (mut declared, mut used) = (BTreeSet::new(), BTreeSet::new());
     // One file; and small files, where the label state open across a rotation is re-opened
     // as `continued`.

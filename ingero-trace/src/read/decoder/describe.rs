@@ -7,7 +7,7 @@ use super::track_kind::TrackKind;
 use crate::model::{CounterKind, ThreadRef};
 use crate::proto::scan::{self, Cur, text};
 use crate::proto::{ProcessDescriptor, ThreadDescriptor, TrackDescriptor};
-use crate::vocab::TrackName;
+use crate::vocab::{NVTX_DOMAIN_SEPARATOR, TrackName};
 
 /// Reads a track descriptor and records what the track is.
 pub(super) fn describe(tracks: &mut IidTable<Track>, b: &[u8]) -> scan::Result<()> {
@@ -76,6 +76,20 @@ pub(super) fn describe(tracks: &mut IidTable<Track>, b: &[u8]) -> scan::Result<(
                 TrackKind::Labels(Some(pid))
             }
             (Some(TrackName::OffCpu), Some(TrackKind::Thread(t))) => TrackKind::OffCpu(t),
+            // `NVTX ranges`, `NVTX ranges #2`, … under a process; `NVTX`, `NVTX: <domain>`
+            // under a thread.
+            (_, Some(TrackKind::Process(pid)))
+                if name.starts_with(TrackName::NvtxRanges.text()) =>
+            {
+                TrackKind::NvtxLane(pid)
+            }
+            (_, Some(TrackKind::Thread(t))) if name.starts_with(TrackName::Nvtx.text()) => {
+                let domain = name
+                    .strip_prefix(TrackName::Nvtx.text())
+                    .and_then(|rest| rest.strip_prefix(NVTX_DOMAIN_SEPARATOR))
+                    .map(str::to_owned);
+                TrackKind::Nvtx(t, domain)
+            }
             // Span lanes are `spans`, `spans #2`, …; any other child of a labels track is a
             // label key's state slices.
             (_, Some(TrackKind::Labels(scope))) if name.starts_with(TrackName::Spans.text()) => {

@@ -4,8 +4,10 @@
 use std::sync::Arc;
 
 use super::args::{find, u64_of};
+use super::nvtx;
 use super::track_kind::TrackKind;
 use super::values::Val;
+use crate::model::NvtxKind;
 use crate::model::{
     AnnotationRecord, FinalStats, LifecycleRecord, Placement, ProcessOp, ReadRecord, Scope,
     SessionInfo, SessionRecord,
@@ -43,6 +45,16 @@ pub(super) fn instant(
                 cpu: at.cpu,
                 cgroup_id: at.cgroup_id,
             });
+        }
+        (Some(TrackKind::Nvtx(t, domain)), _) => {
+            *slot = ReadRecord::Nvtx(nvtx::record(
+                NvtxKind::Mark,
+                (t.pid, t.tid),
+                domain.as_deref(),
+                (ts, ts),
+                name,
+                args,
+            ));
         }
         (Some(TrackKind::Labels(scope)), Some(Instant::Annotation)) => {
             *slot = ReadRecord::Annotation(annotation(*scope, ts, None, args));

@@ -27,6 +27,7 @@ mod fast;
 mod iids;
 mod instants;
 mod memo;
+mod nvtx;
 mod plan;
 mod scanner;
 mod sequence;

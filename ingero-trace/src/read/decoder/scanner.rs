@@ -224,7 +224,8 @@ fn begin(t: &mut Tables, slots: bool, seq_id: u32, ts: u64, te: &Te<'_>) -> scan
                 RawVal::B(b) => s.put(k, u64::from(b), SlotVal::Unsigned),
                 RawVal::I(v) => s.put(k, v as u64, SlotVal::Signed),
                 RawVal::StrIid(iid) => s.put(k, iid, SlotVal::StrIid),
-                RawVal::Str(_) => {
+                // Fixed keys carry no strings inline and no doubles: the general path.
+                RawVal::Str(_) | RawVal::F(_) => {
                     ok = false;
                     return false;
                 }

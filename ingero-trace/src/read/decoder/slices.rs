@@ -14,10 +14,12 @@ use ingero_ebpf::{CudaOp, OffCpuReason};
 use super::args::{ListArgs, find, u64_of};
 use super::instants::annotation;
 use super::memo::Key;
+use super::nvtx;
 use super::plan::{self, CudaPrep, OffPrep, OpenBody};
 use super::track_kind::TrackKind;
 use super::values::Val;
 use crate::fast_map::FastMap;
+use crate::model::NvtxKind;
 use crate::model::{
     CallDetail, CudaArgs, CudaCallRecord, LabelInterval, LaunchConfig, OffCpuRecord, Placement,
     ReadRecord, ThreadRef,
@@ -266,6 +268,26 @@ fn general(
         }
         Some(TrackKind::SpanLane(scope)) => {
             *slot = ReadRecord::Annotation(annotation(*scope, ts, Some(end), args));
+        }
+        Some(TrackKind::Nvtx(t, domain)) => {
+            *slot = ReadRecord::Nvtx(nvtx::record(
+                NvtxKind::PushPop,
+                (t.pid, t.tid),
+                domain.as_deref(),
+                (ts, end),
+                name,
+                args,
+            ));
+        }
+        Some(TrackKind::NvtxLane(pid)) => {
+            *slot = ReadRecord::Nvtx(nvtx::record(
+                NvtxKind::StartEnd,
+                (*pid, 0),
+                None,
+                (ts, end),
+                name,
+                args,
+            ));
         }
         Some(TrackKind::State(scope, key)) => {
             let value = vocab::state_value(name, key).unwrap_or("");

@@ -25,6 +25,10 @@ pub(super) enum TrackKind {
     State(Option<u32>, String),
     /// Request spans of a scope.
     SpanLane(Option<u32>),
+    /// A thread's NVTX ranges and marks of one domain (`None`: the default domain).
+    Nvtx(ThreadRef, Option<String>),
+    /// A lane of a process's NVTX start/end ranges.
+    NvtxLane(u32),
     Counter(CounterKind),
     Other,
 }

@@ -11,6 +11,7 @@ pub enum Val {
     U(u64),
     I(i64),
     B(bool),
+    F(f64),
     S(Arc<str>),
 }
 
@@ -20,6 +21,7 @@ impl Val {
             Val::U(v) => Some(*v),
             Val::I(v) => u64::try_from(*v).ok(),
             Val::B(b) => Some(u64::from(*b)),
+            Val::F(_) => None,
             Val::S(s) => parse_num(s),
         }
     }

@@ -15,6 +15,7 @@ pub(super) enum RawVal<'a> {
     U(u64),
     I(i64),
     B(bool),
+    F(f64),
     StrIid(u64),
     Str(&'a [u8]),
 }
@@ -30,6 +31,7 @@ fn raw_arg(b: &[u8]) -> scan::Result<RawArg<'_>> {
     let mut c = Cur::new(b);
     let (mut name_iid, mut name) = (None, None);
     let (mut u, mut i, mut p, mut bo, mut siid, mut s) = (None, None, None, None, None, None);
+    let mut d = None;
     while let Some((f, w)) = c.field()? {
         match f {
             DebugAnnotation::NAME_IID => name_iid = Some(w.int()),
@@ -37,6 +39,7 @@ fn raw_arg(b: &[u8]) -> scan::Result<RawArg<'_>> {
             DebugAnnotation::BOOL_VALUE => bo = Some(w.int() != 0),
             DebugAnnotation::UINT_VALUE => u = Some(w.int()),
             DebugAnnotation::INT_VALUE => i = Some(w.int() as i64),
+            DebugAnnotation::DOUBLE_VALUE => d = Some(f64::from_bits(w.int())),
             DebugAnnotation::POINTER_VALUE => p = Some(w.int()),
             DebugAnnotation::STRING_VALUE_IID => siid = Some(w.int()),
             DebugAnnotation::STRING_VALUE => s = Some(w.bytes()),
@@ -51,6 +54,8 @@ fn raw_arg(b: &[u8]) -> scan::Result<RawArg<'_>> {
         RawVal::U(v)
     } else if let Some(v) = bo {
         RawVal::B(v)
+    } else if let Some(v) = d {
+        RawVal::F(v)
     } else if let Some(v) = siid {
         RawVal::StrIid(v)
     } else {
@@ -139,6 +144,7 @@ pub(super) fn resolve_args(seq: &SeqState, raw: &[u8]) -> scan::Result<Vec<(Arc<
             RawVal::U(v) => Val::U(v),
             RawVal::I(v) => Val::I(v),
             RawVal::B(v) => Val::B(v),
+            RawVal::F(v) => Val::F(v),
             RawVal::StrIid(iid) => Val::S(
                 seq.strings
                     .get(iid)
