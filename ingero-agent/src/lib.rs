@@ -18,6 +18,7 @@ pub mod discover;
 pub mod graphs;
 pub mod kernels;
 pub mod live;
+pub mod nvtx;
 pub mod pipeline;
 pub mod probes;
 pub mod ranks;

@@ -15,19 +15,23 @@
 use std::{
     collections::BTreeMap,
     io::{self, Write},
+    sync::Arc,
 };
 
 use ingero_trace::json::{Line, write_line};
 use serde::Serialize;
 
 use aya::maps::{MapData, RingBuf};
-use ingero_trace::model::{AnnotationRecord, CudaArgs, CudaCall, Event, NameSource, ProcessOp};
+use ingero_trace::model::{
+    AnnotationRecord, CudaArgs, CudaCall, Event, NameSource, NvtxRecord, ProcessOp,
+};
 
 use crate::{
     decode::{self, DecodeError, NameFact, NameWhat},
     graphs::Graphs,
     kernels::{KernelNameLimits, KernelNames},
     live::Stats,
+    nvtx::server::NvtxCounters,
     ranks::Ranks,
     recording::Recording,
 };
@@ -50,6 +54,8 @@ pub struct Pipeline {
     names: Option<RingBuf<MapData>>,
     /// The processes seen, and the rank labels read from their environments.
     pub ranks: Ranks,
+    /// The NVTX socket's counters, when it is open (for the statistics and drops).
+    pub nvtx: Option<Arc<NvtxCounters>>,
 }
 
 impl Pipeline {
@@ -65,6 +71,7 @@ impl Pipeline {
             graphs: Graphs::default(),
             names: None,
             ranks: Ranks::default(),
+            nvtx: None,
         }
     }
 
@@ -172,6 +179,15 @@ impl Pipeline {
     }
 
     /// Writes an annotation wherever events go: a `--json` line and the recording.
+    /// Writes an NVTX range or mark (to `--json` and the recording) and counts it.
+    pub fn write_nvtx(&mut self, record: NvtxRecord) {
+        self.stats.nvtx += 1;
+        self.write_json_line(&Line::Nvtx(&record));
+        if let Some(recording) = self.recording.as_mut() {
+            recording.push_nvtx(record);
+        }
+    }
+
     pub fn write_annotation(&mut self, record: AnnotationRecord) {
         self.write_json_line(&Line::Annotation(&record));
         if let Some(recording) = self.recording.as_mut() {

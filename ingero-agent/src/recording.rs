@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use ingero_trace::clock::monotonic_now_ns;
-use ingero_trace::model::{AnnotationRecord, Event, FinalStats, TimelineRecord};
+use ingero_trace::model::{AnnotationRecord, NvtxRecord, Event, FinalStats, TimelineRecord};
 use ingero_trace::write::{Recorder, RecorderConfig};
 
 use crate::timeline::merger::{Merger, MergerConfig};
@@ -42,6 +42,14 @@ impl Recording {
     pub fn push_event(&mut self, event: Event) {
         if self.recorder.is_some() {
             self.merger.push(TimelineRecord::Event(event));
+        }
+    }
+
+    /// An NVTX range or mark into the reorder window (a range arrives complete, at its end:
+    /// one longer than the window is written late, with its own time).
+    pub fn push_nvtx(&mut self, nvtx: NvtxRecord) {
+        if self.recorder.is_some() {
+            self.merger.push(TimelineRecord::Nvtx(nvtx));
         }
     }
 

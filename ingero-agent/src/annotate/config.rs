@@ -29,6 +29,9 @@ pub struct IngestConfig {
     /// Capacity of the queue to the timeline; when it is full lines are
     /// dropped and counted, never waited for.
     pub queue_capacity: usize,
+    /// Also let this user connect to the NVTX socket beside it (`trace -- CMD`, whose
+    /// command runs as the invoking user).
+    pub nvtx_allowed_uid: Option<u32>,
 }
 
 impl Default for IngestConfig {
@@ -42,6 +45,7 @@ impl Default for IngestConfig {
             global_rate: 100_000,
             idle_timeout: Duration::from_secs(600),
             queue_capacity: 65_536,
+            nvtx_allowed_uid: None,
         }
     }
 }

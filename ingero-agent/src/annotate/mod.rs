@@ -23,7 +23,7 @@ mod config;
 mod conn;
 mod counters;
 mod framing;
-mod listener;
+pub(crate) mod listener;
 mod perms;
 mod process;
 mod ratelimit;
@@ -35,6 +35,7 @@ pub use config::IngestConfig;
 pub use counters::IngestCountersSnapshot;
 pub use received::{AnnotationTime, Peer, ReceivedAnnotation};
 pub use server::IngestServer;
+pub(crate) use perms::resolve_group;
 
 #[cfg(test)]
 mod tests;

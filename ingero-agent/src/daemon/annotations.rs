@@ -1,12 +1,72 @@
-//! The annotation side of a session: opening the socket, waiting on its queue in the loop,
-//! and passing each annotation on (to `--json` output and the recording).
+//! The annotation side of a session: opening the socket (and the NVTX socket beside it),
+//! waiting on their queues in the loop, and passing each annotation and NVTX range on (to
+//! `--json` output and the recording).
 
 use anyhow::{Context, Result};
-use ingero_trace::model::AnnotationRecord;
+use ingero_trace::model::{AnnotationRecord, NvtxRecord};
 use tokio::sync::mpsc::Receiver;
 
 use crate::annotate::{IngestConfig, IngestServer, ReceivedAnnotation};
+use crate::nvtx::{self, NvtxServer, NvtxSocketConfig};
 use crate::pipeline::Pipeline;
+
+/// The NVTX socket beside the annotation socket (the same directory and group), with the
+/// library published there; `None` when it cannot be opened (said on stderr: tracing goes
+/// on without NVTX).
+pub(super) async fn start_nvtx(
+    ingest: &IngestServer,
+    config: &IngestConfig,
+) -> Option<(NvtxServer, Receiver<NvtxRecord>)> {
+    let path = ingest.socket_path().with_file_name(nvtx::SOCKET_NAME);
+    let gid = match config.group.as_deref().map(crate::annotate::resolve_group) {
+        Some(Ok(g)) => Some(g),
+        _ => None,
+    };
+    let cfg = NvtxSocketConfig {
+        path,
+        manage_dir: config.socket_path.is_none(),
+        gid,
+        allowed_uid: config.nvtx_allowed_uid,
+    };
+    match NvtxServer::start(&cfg).await {
+        Ok((server, rx)) => {
+            let published = cfg
+                .path
+                .parent()
+                .map(nvtx::publish_library)
+                .transpose()
+                .unwrap_or_else(|e| {
+                    eprintln!("ingero: publishing the NVTX library: {e:#}");
+                    None
+                })
+                .flatten();
+            match published {
+                Some(lib) => eprintln!(
+                    "ingero: accepting NVTX ranges on {} (NVTX_INJECTION64_PATH={}; `ingero run -- CMD` sets it)",
+                    server.socket_path().display(),
+                    lib.display()
+                ),
+                None => eprintln!(
+                    "ingero: accepting NVTX ranges on {}",
+                    server.socket_path().display()
+                ),
+            }
+            Some((server, rx))
+        }
+        Err(e) => {
+            eprintln!("ingero: NVTX capture is off: {e:#}");
+            None
+        }
+    }
+}
+
+/// The next NVTX range; never, without the socket.
+pub(super) async fn recv_nvtx(rx: &mut Option<Receiver<NvtxRecord>>) -> Option<NvtxRecord> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
 
 /// Starts the annotation socket when `config` asks for one.
 pub(super) async fn start_ingest(

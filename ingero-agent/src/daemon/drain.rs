@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use aya::maps::{MapData, RingBuf};
 
-use super::annotations::{handle_annotation, recv};
+use super::annotations::{handle_annotation, recv, recv_nvtx};
 use super::attach::rescan;
 use super::report::{drops, render, stats_json};
 use super::setup::Daemon;
@@ -47,6 +47,9 @@ pub(super) async fn run(d: &mut Daemon, signals: &mut Signals) -> Result<()> {
             }
             Some(annotation) = recv(&mut d.annotations) => {
                 handle_annotation(&mut d.pipeline, annotation);
+            }
+            Some(range) = recv_nvtx(&mut d.nvtx_ranges) => {
+                d.pipeline.write_nvtx(range);
             }
             _ = drain_tick.tick() => {
                 d.pipeline.drain_names();

@@ -28,6 +28,7 @@ pub(super) fn final_stats(
             ("off_cpu", off_cpu),
             ("process", process),
             ("annotation", stats.annotations),
+            ("nvtx", stats.nvtx),
             ("rank_annotation", pipeline.ranks.stats.labelled),
         ]),
         drops: own(drops(pipeline, probes, ingest)),
@@ -72,6 +73,14 @@ pub(super) fn drops(
     drops.push(("rank_processes_unseen", ranks.cache_full));
     if let Some(server) = ingest {
         drops.push(("annotations_dropped", server.counters().dropped));
+    }
+    if let Some(c) = pipeline.nvtx.as_ref().map(|c| c.snapshot()) {
+        drops.push(("nvtx_library_dropped", c.library_dropped));
+        drops.push(("nvtx_queue_full", c.queue_full));
+        drops.push(("nvtx_unmatched", c.unmatched));
+        drops.push(("nvtx_over_limit", c.over_limit));
+        drops.push(("nvtx_bad_streams", c.bad_streams));
+        drops.push(("nvtx_connections_refused", c.refused));
     }
     drops
 }

@@ -11,12 +11,13 @@ use aya::maps::{MapData, RingBuf};
 use tokio::io::{Interest, unix::AsyncFd};
 use tokio::sync::mpsc;
 
-use ingero_trace::model::SessionInfo;
+use ingero_trace::model::{NvtxRecord, SessionInfo};
 
-use super::annotations::start_ingest;
+use super::annotations::{start_ingest, start_nvtx};
 use super::attach::{Attached, attach_new, discover_libraries};
 use super::config::{DaemonConfig, RecordConfig};
 use crate::annotate::{IngestServer, ReceivedAnnotation};
+use crate::nvtx::NvtxServer;
 use crate::pipeline::Pipeline;
 use crate::probes::{LoadOptions, Probes, validate_ringbuf_size};
 use crate::recording::Recording;
@@ -30,6 +31,9 @@ pub(super) struct Daemon {
     pub(super) sched: AsyncFd<RingBuf<MapData>>,
     pub(super) ingest: Option<IngestServer>,
     pub(super) annotations: Option<mpsc::Receiver<ReceivedAnnotation>>,
+    /// The NVTX socket beside the annotation socket, and its queue of ranges.
+    pub(super) nvtx: Option<NvtxServer>,
+    pub(super) nvtx_ranges: Option<mpsc::Receiver<NvtxRecord>>,
     /// The processes traced (`None`: every process that uses CUDA, tracked as they map it).
     pub(super) pids: Option<Vec<u32>>,
     /// Whether newly loaded runtimes are looked for (not with `--cuda-lib`).
@@ -69,7 +73,15 @@ impl Daemon {
             );
         }
         // Ingest is listening before `attached` is printed: scripts start writers on that line.
+        let ingest_config = ingest.clone();
         let (ingest, annotations) = start_ingest(ingest).await?;
+        let (nvtx, nvtx_ranges) = match (&ingest, &ingest_config) {
+            (Some(server), Some(cfg)) => match start_nvtx(server, cfg).await {
+                Some((s, rx)) => (Some(s), Some(rx)),
+                None => (None, None),
+            },
+            _ => (None, None),
+        };
         let scope = match &pids {
             Some(pids) => format!("pids {pids:?}"),
             None => "every process that uses CUDA".to_string(),
@@ -91,6 +103,7 @@ impl Daemon {
         pipeline.recording = start_recording(record, targets, attached.probe_names())?;
         pipeline.set_names_ring(rings.names);
         pipeline.stats.top_kernels = top_kernels;
+        pipeline.nvtx = nvtx.as_ref().map(NvtxServer::shared_counters);
         let cuda = register(rings.cuda)?;
         let sched = register(rings.sched)?;
         Ok(Daemon {
@@ -101,6 +114,8 @@ impl Daemon {
             sched,
             ingest,
             annotations,
+            nvtx,
+            nvtx_ranges,
             rescan: cuda_libs.is_empty(),
             pids,
             duration,

@@ -24,6 +24,8 @@ pub(super) async fn finish(daemon: Daemon, signals: Signals) -> Result<ExitCode>
         mut sched,
         ingest,
         mut annotations,
+        nvtx,
+        mut nvtx_ranges,
         live_table,
         ..
     } = daemon;
@@ -37,6 +39,15 @@ pub(super) async fn finish(daemon: Daemon, signals: Signals) -> Result<ExitCode>
     if let Some(rx) = annotations.as_mut() {
         while let Ok(annotation) = rx.try_recv() {
             handle_annotation(&mut pipeline, annotation);
+        }
+    }
+    // The NVTX connections close first: the ranges still open end here, as unclosed.
+    if let Some(server) = nvtx {
+        server.shutdown().await;
+    }
+    if let Some(rx) = nvtx_ranges.as_mut() {
+        while let Ok(range) = rx.try_recv() {
+            pipeline.write_nvtx(range);
         }
     }
     let summary = render(&pipeline, &probes, ingest.as_ref());

@@ -73,6 +73,8 @@ pub struct Stats {
     pub decode_errors: u64,
     /// Annotations received from the socket.
     pub annotations: u64,
+    /// NVTX ranges and marks received (`--annotate`).
+    pub nvtx: u64,
     /// Driver calls made inside a traced runtime call (not counted as operations of their own).
     pub nested: u64,
     /// Kernel names the probes could not read.
