@@ -244,7 +244,12 @@ impl Sender {
             pid: unsafe { libc::getpid() } as u32,
             monotonic_ns: state::now_ns(),
         });
+        // Threads record from here on: whoever has read the hello knows events are being
+        // kept. They reach the socket only at the next tick, after the hello and after the
+        // definitions that tick replays first.
+        CONNECTED.store(true, Ordering::Release);
         if send_all(stream.as_raw_fd(), &hello).is_err() {
+            CONNECTED.store(false, Ordering::Release);
             return;
         }
         SOCKET_FD.store(stream.as_raw_fd(), Ordering::Relaxed);
@@ -253,8 +258,6 @@ impl Sender {
         self.dropped_sent = 0;
         self.failed = false;
         self.lost = 0;
-        // From here on threads record; the first tick replays the definitions before them.
-        CONNECTED.store(true, Ordering::Release);
     }
 
     fn disconnect(&mut self) {
