@@ -209,9 +209,7 @@ fn every_call_of_an_nvtx3_program_arrives_exactly() {
         ]
     );
     assert_eq!(
-        recs.iter()
-            .filter(|r| event_tid(r).is_some())
-            .count(),
+        recs.iter().filter(|r| event_tid(r).is_some()).count(),
         expected.len() + 1 + 3
     );
 

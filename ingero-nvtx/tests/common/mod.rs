@@ -11,6 +11,11 @@
 //! so and passes without running.
 
 #![allow(dead_code, reason = "each test file uses part of the harness")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test harness (outside #[test] fns): a failure should stop the test right there"
+)]
 
 use std::collections::HashMap;
 use std::io::Read;
