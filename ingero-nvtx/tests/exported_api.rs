@@ -11,7 +11,10 @@ use std::sync::{Arc, Mutex};
 use common::*;
 use ingero_nvtx::wire::{Attributes, Message, Payload, Record};
 
-#[expect(clippy::unwrap_used, reason = "a test helper: a failure stops the test")]
+#[expect(
+    clippy::unwrap_used,
+    reason = "a test helper: a failure stops the test"
+)]
 fn through(lib: &Path, name: &str) {
     let dir = temp_dir(name);
     let exe = compile("dlopen_producer.c", &dir, None);
