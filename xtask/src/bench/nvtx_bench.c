@@ -2,6 +2,8 @@
  * knows nothing of ingero. Driven by xtask/src/bench/nvtx.rs.
  *
  *   nvtx_bench tight N       N push+pop pairs in a tight loop; prints "ns_per_pair"
+ *   nvtx_bench burst N B     N pairs in bursts of B (which fit the thread's ring), 5 ms apart;
+ *                            only the bursts are timed; prints "ns_per_pair"
  *   nvtx_bench paced R S     R push+pop pairs per second for S seconds; prints "sent"
  *
  * When GATE_DIR is set it first waits for the agent stand-in to have read its hello (events
@@ -50,6 +52,26 @@ int main(int argc, char **argv) {
         unsigned long long t1 = now();
         printf("ns_per_pair %.2f\n", (double)(t1 - t0) / (double)n);
         printf("sent %ld\n", n + 1000);
+        return 0;
+    }
+    if (strcmp(argv[1], "burst") == 0 && argc > 3) {
+        long n = atol(argv[2]), b = atol(argv[3]);
+        for (int i = 0; i < 1000; i++) { nvtxRangePushA("step"); nvtxRangePop(); }
+        unsigned long long busy = 0;
+        long done = 0;
+        while (done < n) {
+            struct timespec nap = {0, 5000000};
+            nanosleep(&nap, NULL);
+            unsigned long long t0 = now();
+            for (long i = 0; i < b; i++) {
+                nvtxRangePushA("step");
+                nvtxRangePop();
+            }
+            busy += now() - t0;
+            done += b;
+        }
+        printf("ns_per_pair %.2f\n", (double)busy / (double)done);
+        printf("sent %ld\n", done + 1000);
         return 0;
     }
     long rate = atol(argv[2]);
