@@ -1,10 +1,11 @@
-//! `cargo xtask bench probes|drain|record|analyze`: benchmarks whose numbers go into
+//! `cargo xtask bench probes|annotate|record|analyze|nvtx`: benchmarks whose numbers go into
 //! docs/benchmarks.md. Each reports ratios against a baseline measured in the same run, never a
 //! pass/fail on absolute time.
 
 mod analyze;
 mod annotate;
 mod drain;
+mod nvtx;
 mod probes;
 mod record;
 
@@ -21,6 +22,9 @@ pub enum Suite {
     Record,
     /// `ingero query` and `explain` on a 10 M-event recording, beside the reader's raw scan.
     Analyze,
+    /// libingero_nvtx.so: ns per NVTX push+pop pair without a tool, with no agent, with an
+    /// agent, and a sustained paced run with zero drops.
+    Nvtx,
 }
 
 #[derive(Args)]
@@ -51,6 +55,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         }
         Suite::Analyze => {
             println!("{}", analyze::run()?);
+            Ok(())
+        }
+        Suite::Nvtx => {
+            println!("{}", nvtx::run()?);
             Ok(())
         }
     }

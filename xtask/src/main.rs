@@ -27,7 +27,7 @@ enum Command {
     BuildEbpf(ebpf::BuildArgs),
     /// The full test run CI uses: fmt, clippy, unit tests, eBPF freshness, kernel tests.
     Test(test::TestArgs),
-    /// Benchmarks (not tests): `probes`, `record`, `analyze`.
+    /// Benchmarks (not tests): `probes`, `annotate`, `record`, `analyze`, `nvtx`.
     Bench(bench::BenchArgs),
     /// Fetch the NVIDIA libraries the kernel tests trace (libcudart 12 and 13, libcuda) under
     /// target/test-deps/ and print them as the environment the tests read.

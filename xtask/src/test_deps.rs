@@ -9,6 +9,10 @@
 //!   (`nvidia/cuda_runtime/lib/libcudart.so.12`) and `nvidia-cuda-runtime`
 //!   (`nvidia/cu13/lib/libcudart.so.13`).
 //!
+//! - NVTX for the `ingero-nvtx` tests, under `target/test-deps/nvtx/`: the NVTX3 headers of
+//!   `nvidia-nvtx` 13.5.25 (`nvidia/cu13/include/nvtx3/`), the v2 `libnvToolsExt.so.1` of
+//!   `nvidia-nvtx-cu12` 12.8.90 and the v3 `libnvtx3interop.so.1` of `nvidia-nvtx-cu12` 12.9.79.
+//!
 //! `INGERO_LIBCUDA` or `INGERO_CUDART13`, when set to an existing file, is used as is.
 
 use std::{
@@ -363,6 +367,49 @@ fn fetch_wheel(w: &RuntimeWheel) -> Result<PathBuf> {
     Ok(lib)
 }
 
+/// The NVTX3 headers (`<include>/nvtx3/nvToolsExt.h`) the C producers of the ingero-nvtx tests
+/// and benchmark compile against.
+const NVTX_HEADERS: RuntimeWheel = RuntimeWheel {
+    spec: "nvidia-nvtx==13.5.25",
+    dir: "nvtx/headers",
+    lib: "nvidia/cu13/include/nvtx3/nvToolsExt.h",
+};
+
+/// The NVTX v2 library (one table for the process).
+const NVTOOLSEXT: RuntimeWheel = RuntimeWheel {
+    spec: "nvidia-nvtx-cu12==12.8.90",
+    dir: "nvtx/nvtoolsext",
+    lib: "nvidia/nvtx/lib/libnvToolsExt.so.1",
+};
+
+/// The NVTX v3 interop library (NVTX3 compiled with exported symbols).
+const NVTX3INTEROP: RuntimeWheel = RuntimeWheel {
+    spec: "nvidia-nvtx-cu12==12.9.79",
+    dir: "nvtx/interop",
+    lib: "nvidia/nvtx/lib/libnvtx3interop.so.1",
+};
+
+/// The include directory holding `nvtx3/` (`INGERO_NVTX_INCLUDE`).
+pub fn fetch_nvtx_include() -> Result<PathBuf> {
+    let header = fetch_wheel(&NVTX_HEADERS)?;
+    // <include>/nvtx3/nvToolsExt.h
+    header
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .context("the NVTX header has no include directory")
+}
+
+/// `libnvToolsExt.so.1` (`INGERO_NVTOOLSEXT`).
+pub fn fetch_nvtoolsext() -> Result<PathBuf> {
+    fetch_wheel(&NVTOOLSEXT)
+}
+
+/// `libnvtx3interop.so.1` (`INGERO_NVTX3INTEROP`).
+pub fn fetch_nvtx3interop() -> Result<PathBuf> {
+    fetch_wheel(&NVTX3INTEROP)
+}
+
 /// libcudart.so.12 from the `nvidia-cuda-runtime-cu12` wheel.
 pub fn fetch_cudart() -> Result<PathBuf> {
     fetch_wheel(&CUDART12)
@@ -381,9 +428,15 @@ pub fn fetch_cudart13() -> Result<PathBuf> {
 pub fn print_env() -> Result<()> {
     let cudart = fetch_cudart()?;
     let cudart13 = fetch_cudart13()?;
+    let nvtx_include = fetch_nvtx_include()?;
+    let nvtoolsext = fetch_nvtoolsext()?;
+    let nvtx3interop = fetch_nvtx3interop()?;
     let libcuda = fetch_libcuda()?;
     println!("INGERO_CUDART={}", cudart.display());
     println!("INGERO_CUDART13={}", cudart13.display());
+    println!("INGERO_NVTX_INCLUDE={}", nvtx_include.display());
+    println!("INGERO_NVTOOLSEXT={}", nvtoolsext.display());
+    println!("INGERO_NVTX3INTEROP={}", nvtx3interop.display());
     println!("INGERO_LIBCUDA={}", libcuda.display());
     Ok(())
 }
