@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use ingero_trace::clock::monotonic_now_ns;
-use ingero_trace::model::{AnnotationRecord, NvtxRecord, Event, FinalStats, TimelineRecord};
+use ingero_trace::model::{AnnotationRecord, Event, FinalStats, NvtxRecord, TimelineRecord};
 use ingero_trace::write::{Recorder, RecorderConfig};
 
 use crate::timeline::merger::{Merger, MergerConfig};

@@ -33,9 +33,9 @@ mod shared;
 
 pub use config::IngestConfig;
 pub use counters::IngestCountersSnapshot;
+pub(crate) use perms::resolve_group;
 pub use received::{AnnotationTime, Peer, ReceivedAnnotation};
 pub use server::IngestServer;
-pub(crate) use perms::resolve_group;
 
 #[cfg(test)]
 mod tests;

@@ -44,7 +44,6 @@ pub fn publish_library(dir: &Path) -> anyhow::Result<Option<PathBuf>> {
         .with_context(|| format!("copying {} to {}", src.display(), tmp.display()))?;
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))
         .with_context(|| format!("setting the mode of {}", tmp.display()))?;
-    std::fs::rename(&tmp, &dst)
-        .with_context(|| format!("publishing {}", dst.display()))?;
+    std::fs::rename(&tmp, &dst).with_context(|| format!("publishing {}", dst.display()))?;
     Ok(Some(dst))
 }

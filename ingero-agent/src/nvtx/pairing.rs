@@ -156,7 +156,11 @@ impl Session {
         r.color = open.attrs.color;
         r.payload = open.attrs.payload;
         r.truncated = open.attrs.truncated;
-        r.thread_name = self.thread_names.get(&open.tid).cloned().unwrap_or_default();
+        r.thread_name = self
+            .thread_names
+            .get(&open.tid)
+            .cloned()
+            .unwrap_or_default();
         r
     }
 
@@ -353,5 +357,288 @@ impl Session {
             out(r);
         }
         self.counters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(msg: &str) -> Attributes<'_> {
+        Attributes {
+            message: Message::Text(msg),
+            ..Attributes::EMPTY
+        }
+    }
+
+    fn run(records: &[Record<'_>], limits: Limits) -> (Vec<NvtxRecord>, SessionCounters) {
+        let mut s = Session::new(42, limits);
+        let mut out = Vec::new();
+        for r in records {
+            s.feed(r, &mut |n| out.push(n));
+        }
+        let c = s.close(0, &mut |n| out.push(n));
+        (out, c)
+    }
+
+    #[test]
+    fn pushes_pair_with_pops_per_thread_and_domain_inner_first() {
+        let recs = [
+            Record::DomainCreate {
+                ts_ns: 1,
+                domain: 7,
+                name: "NCCL",
+            },
+            Record::RegisterString {
+                ts_ns: 1,
+                domain: 7,
+                id: 3,
+                text: "allreduce",
+            },
+            Record::NameCategory {
+                ts_ns: 1,
+                domain: 0,
+                category: 2,
+                name: "train",
+            },
+            Record::NameThread {
+                ts_ns: 1,
+                tid: 10,
+                name: "trainer",
+            },
+            Record::Push {
+                ts_ns: 10,
+                tid: 10,
+                domain: 0,
+                attrs: Attributes {
+                    category: 2,
+                    color: Some(0xff00_00ff),
+                    payload: Payload::I32(-3),
+                    ..attrs("step")
+                },
+            },
+            Record::Push {
+                ts_ns: 20,
+                tid: 10,
+                domain: 0,
+                attrs: attrs("forward"),
+            },
+            Record::Push {
+                ts_ns: 25,
+                tid: 10,
+                domain: 7,
+                attrs: Attributes {
+                    message: Message::Registered(3),
+                    ..Attributes::EMPTY
+                },
+            },
+            Record::Push {
+                ts_ns: 26,
+                tid: 11,
+                domain: 0,
+                attrs: attrs("loader"),
+            },
+            Record::Pop {
+                ts_ns: 30,
+                tid: 10,
+                domain: 0,
+            },
+            Record::Pop {
+                ts_ns: 35,
+                tid: 10,
+                domain: 7,
+            },
+            Record::Pop {
+                ts_ns: 40,
+                tid: 11,
+                domain: 0,
+            },
+            Record::Pop {
+                ts_ns: 50,
+                tid: 10,
+                domain: 0,
+            },
+            Record::Pop {
+                ts_ns: 60,
+                tid: 10,
+                domain: 0,
+            },
+        ];
+        let (out, c) = run(&recs, Limits::default());
+        let got: Vec<(&str, u64, u64, u32, Option<&str>)> = out
+            .iter()
+            .map(|r| {
+                (
+                    r.message.as_str(),
+                    r.ts_ns,
+                    r.end_ns,
+                    r.depth,
+                    r.domain.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("forward", 20, 30, 1, None),
+                ("allreduce", 25, 35, 0, Some("NCCL")),
+                ("loader", 26, 40, 0, None),
+                ("step", 10, 50, 0, None),
+            ]
+        );
+        let step = &out[3];
+        assert_eq!(step.category_name.as_deref(), Some("train"));
+        assert_eq!(step.color, Some(0xff00_00ff));
+        assert_eq!(step.payload, Some(NvtxPayload::I64(-3)));
+        assert_eq!(step.thread_name, "trainer");
+        assert_eq!(
+            (c.records, c.unmatched, c.unclosed),
+            (4, 1, 0),
+            "the last pop had no push"
+        );
+    }
+
+    #[test]
+    fn starts_pair_with_ends_on_any_thread_and_open_ones_close_unclosed() {
+        let recs = [
+            Record::Start {
+                ts_ns: 5,
+                tid: 1,
+                domain: 0,
+                id: 9,
+                attrs: attrs("load"),
+            },
+            Record::Start {
+                ts_ns: 6,
+                tid: 1,
+                domain: 0,
+                id: 10,
+                attrs: attrs("never ends"),
+            },
+            Record::Mark {
+                ts_ns: 7,
+                tid: 2,
+                domain: 0,
+                attrs: attrs("ckpt"),
+            },
+            Record::End {
+                ts_ns: 8,
+                tid: 2,
+                domain: 0,
+                id: 9,
+            },
+            Record::End {
+                ts_ns: 9,
+                tid: 2,
+                domain: 0,
+                id: 99,
+            },
+            Record::Push {
+                ts_ns: 11,
+                tid: 1,
+                domain: 0,
+                attrs: attrs("open at exit"),
+            },
+            Record::Dropped {
+                ts_ns: 12,
+                total: 5,
+            },
+        ];
+        let (out, c) = run(&recs, Limits::default());
+        let mark = out.iter().find(|r| r.kind == NvtxKind::Mark).expect("mark");
+        assert_eq!((mark.ts_ns, mark.end_ns, mark.tid), (7, 7, 2));
+        let load = out.iter().find(|r| r.message == "load").expect("load");
+        assert_eq!(
+            (load.kind, load.tid, load.end_tid, load.end_ns),
+            (NvtxKind::StartEnd, 1, Some(2), 8)
+        );
+        let open: Vec<_> = out
+            .iter()
+            .filter(|r| r.unclosed)
+            .map(|r| (r.message.as_str(), r.end_ns))
+            .collect();
+        assert_eq!(
+            open,
+            [("never ends", 11), ("open at exit", 11)],
+            "closed at the newest event time seen"
+        );
+        assert_eq!((c.unmatched, c.unclosed, c.library_dropped), (1, 2, 5));
+    }
+
+    #[test]
+    fn limits_are_counted_and_pairing_survives_them() {
+        let limits = Limits {
+            max_depth: 2,
+            max_open_ranges: 1,
+            max_names: 1,
+        };
+        let recs = [
+            Record::Push {
+                ts_ns: 1,
+                tid: 1,
+                domain: 0,
+                attrs: attrs("a"),
+            },
+            Record::Push {
+                ts_ns: 2,
+                tid: 1,
+                domain: 0,
+                attrs: attrs("b"),
+            },
+            Record::Push {
+                ts_ns: 3,
+                tid: 1,
+                domain: 0,
+                attrs: attrs("too deep"),
+            },
+            Record::Pop {
+                ts_ns: 4,
+                tid: 1,
+                domain: 0,
+            },
+            Record::Pop {
+                ts_ns: 5,
+                tid: 1,
+                domain: 0,
+            },
+            Record::Pop {
+                ts_ns: 6,
+                tid: 1,
+                domain: 0,
+            },
+            Record::Start {
+                ts_ns: 7,
+                tid: 1,
+                domain: 0,
+                id: 1,
+                attrs: attrs("x"),
+            },
+            Record::Start {
+                ts_ns: 8,
+                tid: 1,
+                domain: 0,
+                id: 2,
+                attrs: attrs("y"),
+            },
+            Record::NameThread {
+                ts_ns: 9,
+                tid: 1,
+                name: "one",
+            },
+            Record::NameThread {
+                ts_ns: 9,
+                tid: 2,
+                name: "two",
+            },
+        ];
+        let (out, c) = run(&recs, limits);
+        let names: Vec<&str> = out.iter().map(|r| r.message.as_str()).collect();
+        assert_eq!(
+            names,
+            ["b", "a", "x"],
+            "the over-deep push is counted, its pop absorbed"
+        );
+        assert_eq!(c.over_limit, 3);
+        assert!(out[2].unclosed);
     }
 }

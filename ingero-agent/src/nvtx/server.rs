@@ -158,8 +158,11 @@ fn open_to_user(path: &Path, uid: u32, manage_dir: bool) -> anyhow::Result<()> {
             .with_context(|| format!("inspecting {}", dir.display()))?
             .permissions()
             .mode();
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode((mode & 0o7777) | 0o001))
-            .with_context(|| format!("letting others enter {}", dir.display()))?;
+        std::fs::set_permissions(
+            dir,
+            std::fs::Permissions::from_mode((mode & 0o7777) | 0o001),
+        )
+        .with_context(|| format!("letting others enter {}", dir.display()))?;
     }
     Ok(())
 }
@@ -255,7 +258,9 @@ async fn serve(
     counters.unmatched.fetch_add(c.unmatched, Relaxed);
     counters.over_limit.fetch_add(c.over_limit, Relaxed);
     counters.unclosed.fetch_add(c.unclosed, Relaxed);
-    counters.library_dropped.fetch_add(c.library_dropped, Relaxed);
+    counters
+        .library_dropped
+        .fetch_add(c.library_dropped, Relaxed);
 }
 
 /// Names the completed ranges' threads (NVTX's name, else the kernel's) and queues them.
