@@ -90,6 +90,9 @@ fn the_python_nvtx_package_is_captured() {
             }
         })
         .collect();
+    // The warm-up mark precedes the connection, so it is normally discarded; it arrives when
+    // the sender happened to connect between the mark's string registration and the mark.
+    let seen: Vec<_> = seen.into_iter().filter(|e| e.2 != "warm-up").collect();
     let (red, blue) = (Some(0x00FF_0000), Some(0x0000_00FF));
     assert_eq!(
         seen,

@@ -26,7 +26,12 @@ use clap::Args;
 use crate::util::workspace_root;
 
 /// The crates checked by default: every library of the workspace.
-pub const LIBRARY_CRATES: [&str; 3] = ["ingero-trace", "ingero-agent", "ingero-annotate"];
+pub const LIBRARY_CRATES: [&str; 4] = [
+    "ingero-trace",
+    "ingero-agent",
+    "ingero-annotate",
+    "ingero-nvtx",
+];
 
 #[derive(Args)]
 pub struct CyclesArgs {
