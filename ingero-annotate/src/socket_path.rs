@@ -235,7 +235,11 @@ mod tests {
         );
         // Nothing exists: none.
         assert_eq!(
-            pick_nvtx_library(Some(PathBuf::new()), published.clone(), Some(beside.clone())),
+            pick_nvtx_library(
+                Some(PathBuf::new()),
+                published.clone(),
+                Some(beside.clone())
+            ),
             None
         );
         std::fs::write(&beside, b"").expect("beside");

@@ -15,6 +15,7 @@ use ingero_trace::model::SessionInfo;
 
 use super::annotations::start_ingest;
 use super::attach::{Attached, attach_new, discover_libraries};
+use super::command::{self, Running};
 use super::config::{DaemonConfig, RecordConfig};
 use crate::annotate::{IngestServer, ReceivedAnnotation};
 use crate::pipeline::Pipeline;
@@ -30,8 +31,15 @@ pub(super) struct Daemon {
     pub(super) sched: AsyncFd<RingBuf<MapData>>,
     pub(super) ingest: Option<IngestServer>,
     pub(super) annotations: Option<mpsc::Receiver<ReceivedAnnotation>>,
-    /// The processes traced (`None`: every process that uses CUDA, tracked as they map it).
-    pub(super) pids: Option<Vec<u32>>,
+    /// The processes whose mapped libraries a rescan looks at (`None`: every process).
+    pub(super) search_pids: Option<Vec<u32>>,
+    /// Whether a process that maps a CUDA library becomes traced (no `--pid`, no command).
+    pub(super) track_mappers: bool,
+    /// The command of `trace -- CMD` while it runs.
+    pub(super) command: Option<Running>,
+    /// What ingero exits with: 0, or the command's exit code once it exited (127 or 126 when
+    /// it could not start).
+    pub(super) exit_code: u8,
     /// Whether newly loaded runtimes are looked for (not with `--cuda-lib`).
     pub(super) rescan: bool,
     pub(super) duration: Option<Duration>,
@@ -51,17 +59,32 @@ impl Daemon {
             ingest,
             record,
             top_kernels,
+            command: command_config,
+            nvtx_allowed_uid: _,
         } = config;
         // First, so a bad size is refused before anything is looked for or attached.
         let ringbuf_size = validate_ringbuf_size(ringbuf_size)?;
-        let libraries = discover_libraries(&pids, &cuda_libs)?;
+        // A command is traced through the pid filter (it adds itself before it execs, its forks
+        // follow), so with one the filter is on even without --pid. Its CUDA libraries are not
+        // loaded yet: look for them everywhere, now and on each rescan, as without a filter.
+        let filter = match (&pids, &command_config) {
+            (None, Some(_)) => Some(Vec::new()),
+            _ => pids.clone(),
+        };
+        let search_pids = if command_config.is_some() {
+            None
+        } else {
+            pids.clone()
+        };
+        let track_mappers = filter.is_none();
+        let libraries = discover_libraries(&search_pids, &cuda_libs)?;
         let (mut probes, rings) = Probes::load(&LoadOptions {
             ringbuf_size,
-            pids: pids.clone(),
+            pids: filter,
         })?;
         let tracepoints = probes.attach_tracepoints()?;
         let mut attached = Attached::default();
-        let library_count = attach_new(&mut probes, &mut attached, libraries, pids.is_none())?;
+        let library_count = attach_new(&mut probes, &mut attached, libraries, track_mappers)?;
         if library_count == 0 {
             eprintln!(
                 "ingero: no libcudart or libcuda found (searched running processes and install places); \
@@ -70,9 +93,14 @@ impl Daemon {
         }
         // Ingest is listening before `attached` is printed: scripts start writers on that line.
         let (ingest, annotations) = start_ingest(ingest).await?;
-        let scope = match &pids {
-            Some(pids) => format!("pids {pids:?}"),
-            None => "every process that uses CUDA".to_string(),
+        let scope = match (&pids, &command_config) {
+            (None, Some(c)) => format!("`{}` and its descendants", command::shown(c)),
+            (Some(pids), Some(c)) => format!(
+                "pids {pids:?} and `{}` with their descendants",
+                command::shown(c)
+            ),
+            (Some(pids), None) => format!("pids {pids:?}"),
+            (None, None) => "every process that uses CUDA".to_string(),
         };
         let targets = vec![scope.clone()];
         eprintln!(
@@ -93,6 +121,14 @@ impl Daemon {
         pipeline.stats.top_kernels = top_kernels;
         let cuda = register(rings.cuda)?;
         let sched = register(rings.sched)?;
+        // Last, so the command's first calls find everything listening and recording.
+        let (command, exit_code) = match &command_config {
+            None => (None, 0),
+            Some(c) => match command::start(c, probes.tracked_map_fd()?) {
+                Ok(running) => (Some(running), 0),
+                Err(code) => (None, code),
+            },
+        };
         Ok(Daemon {
             probes,
             attached,
@@ -102,7 +138,10 @@ impl Daemon {
             ingest,
             annotations,
             rescan: cuda_libs.is_empty(),
-            pids,
+            search_pids,
+            track_mappers,
+            command,
+            exit_code,
             duration,
             live_table,
         })
