@@ -209,7 +209,7 @@ mod tests {
 
     #[test]
     fn the_attribute_block_is_what_the_kernel_reads() {
-        assert_eq!(std::mem::size_of::<MapElemAttr>(), 32);
+        assert_eq!(size_of::<MapElemAttr>(), 32);
         assert_eq!(std::mem::offset_of!(MapElemAttr, key), 8);
         assert_eq!(std::mem::offset_of!(MapElemAttr, flags), 24);
     }
