@@ -17,6 +17,7 @@ pub mod decode;
 pub mod discover;
 pub mod graphs;
 pub mod kernels;
+pub mod launch;
 pub mod live;
 pub mod nvtx;
 pub mod pipeline;

@@ -42,6 +42,13 @@ fn main() -> std::io::Result<()> {
             "run_dir": socket_path::RUN_SOCKET_DIR,
             "home_dir": socket_path::HOME_SOCKET_DIR,
         },
+        "nvtx": {
+            "socket_env": socket_path::NVTX_SOCKET_ENV,
+            "socket_name": socket_path::NVTX_SOCKET_NAME,
+            "library_env": socket_path::NVTX_LIBRARY_ENV,
+            "library_name": socket_path::NVTX_LIBRARY_NAME,
+            "injection_env": socket_path::NVTX_INJECTION_ENV,
+        },
     });
     let mut out = std::io::stdout().lock();
     writeln!(out, "{contract:#}")

@@ -1,6 +1,7 @@
 //! Kernel tests of `ingero check`: as root on this host it proves tracing works and reports the
 //! real libcudart and libcuda with the probed symbols each exports (counted here independently,
-//! from the op table and `nm -D`); without privileges it fails and says why.
+//! from the op table and `nm -D`); without privileges it fails and says why. Its NVTX line
+//! names the injection library and whether NVTX could load it.
 
 use std::{
     collections::BTreeSet,
@@ -9,16 +10,81 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use ingero_e2e::{agent_bin, cudart, cudart13, kernel_tests_enabled, libcuda};
+use ingero_e2e::{agent_bin, build_fixture, cudart, cudart13, kernel_tests_enabled, libcuda};
 use ingero_ebpf::{CudaLibrary, CudaOp};
 use serde_json::Value;
 
+/// A shared object exporting `InitializeInjectionNvtx2`, as the injection library does.
+fn nvtx_stub() -> Result<String> {
+    let path = build_fixture("nvtx_stub", "libnvtx_stub.so", &["-shared", "-fPIC"])?;
+    Ok(path.display().to_string())
+}
+
 fn check(args: &[&str]) -> Result<Output> {
+    check_with_env(args, &[("INGERO_NVTX_LIBRARY", &nvtx_stub()?)])
+}
+
+/// `ingero check ARGS` with the NVTX variables cleared, then `env` set.
+fn check_with_env(args: &[&str], env: &[(&str, &str)]) -> Result<Output> {
     Command::new(agent_bin()?)
         .arg("check")
         .args(args)
+        .env_remove("INGERO_NVTX_LIBRARY")
+        .env_remove("NVTX_INJECTION64_PATH")
+        .envs(env.iter().copied())
         .output()
         .context("running ingero check")
+}
+
+/// The `nvtx` line of the text output.
+fn nvtx_line(out: &Output) -> String {
+    text(&out.stdout)
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("nvtx:"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn the_nvtx_line_says_whether_the_injection_library_can_be_loaded() -> Result<()> {
+    // Runs with or without root: the line does not depend on tracing working.
+    let stub = nvtx_stub()?;
+    let out = check_with_env(&[], &[("INGERO_NVTX_LIBRARY", &stub)])?;
+    assert_eq!(
+        nvtx_line(&out),
+        format!(
+            "ok    nvtx: {stub} exports InitializeInjectionNvtx2: `ingero run -- CMD` or \
+             `sudo ingero trace -- CMD` captures NVTX ranges"
+        )
+    );
+    let out = check_with_env(&[], &[("INGERO_NVTX_LIBRARY", "/etc/passwd")])?;
+    assert_eq!(
+        nvtx_line(&out),
+        "warn  nvtx: /etc/passwd: not an ELF file: NVTX ranges are not captured"
+    );
+    let nsys = "/opt/nsys/libToolsInjection64.so";
+    let out = check_with_env(
+        &["--json"],
+        &[
+            ("INGERO_NVTX_LIBRARY", &stub),
+            ("NVTX_INJECTION64_PATH", nsys),
+        ],
+    )?;
+    let report: Value = serde_json::from_slice(&out.stdout).context("check --json")?;
+    assert_eq!(report["nvtx"]["available"], true, "{report:#}");
+    assert_eq!(report["nvtx"]["library"], stub.as_str());
+    assert_eq!(report["nvtx"]["error"], Value::Null);
+    assert_eq!(report["nvtx"]["other_tool"], nsys);
+    let message = report["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|l| l["name"] == "nvtx"))
+        .and_then(|l| l["message"].as_str())
+        .unwrap_or_default();
+    assert!(
+        message.contains(&format!("NVTX_INJECTION64_PATH is set here to {nsys}")),
+        "{message}"
+    );
+    Ok(())
 }
 
 /// The same command as `nobody`, with no capabilities.
@@ -108,7 +174,7 @@ fn as_root_check_passes_and_lists_both_libraries() -> Result<()> {
     assert!(stdout.contains("ok    ebpf:"), "{stdout}");
     assert!(stdout.contains("ok    uprobe:"), "{stdout}");
     assert!(
-        stdout.contains("info  nvtx: not available in this build"),
+        stdout.contains("ok    nvtx: ") && stdout.contains("exports InitializeInjectionNvtx2"),
         "{stdout}"
     );
     assert!(
@@ -136,7 +202,7 @@ fn as_root_check_passes_and_lists_both_libraries() -> Result<()> {
     }
     assert_eq!(report["ok"], true);
     assert_eq!(report["privileges"]["sufficient"], true);
-    assert_eq!(report["nvtx"]["available"], false);
+    assert_eq!(report["nvtx"]["available"], true);
     let libraries = report["libraries"].as_array().context("libraries")?;
     assert_eq!(libraries.len(), libs.len(), "{report:#}");
     for lib in &libs {

@@ -11,6 +11,7 @@
 pub mod cuda;
 pub mod ebpf;
 pub mod host;
+pub mod nvtx;
 pub mod render;
 pub mod socket;
 
@@ -18,6 +19,7 @@ use std::path::PathBuf;
 
 use cuda::LibraryReport;
 use host::Privileges;
+use nvtx::NvtxReport;
 use socket::SocketReport;
 
 /// How one check came out.
@@ -92,6 +94,7 @@ pub struct Report {
     pub kernel_release: String,
     pub privileges: Privileges,
     pub libraries: Vec<LibraryReport>,
+    pub nvtx: NvtxReport,
     pub socket: SocketReport,
 }
 
@@ -105,15 +108,6 @@ impl Report {
     pub fn failures(&self) -> impl Iterator<Item = &Line> {
         self.lines.iter().filter(|l| l.status == Status::Fail)
     }
-}
-
-/// NVTX ranges need an injection library this build does not have yet.
-fn nvtx_line() -> Line {
-    Line::new(
-        "nvtx",
-        Status::Info,
-        "not available in this build (NVTX ranges are not captured)".into(),
-    )
 }
 
 /// Runs every check. Side effects: tracefs is mounted when absent and this process may, and
@@ -131,7 +125,8 @@ pub fn run(options: &CheckOptions) -> Report {
     let ready = lines.iter().all(|l| l.status != Status::Fail);
     lines.extend(ebpf::lines(ready, &libraries));
     lines.extend(library_lines);
-    lines.push(nvtx_line());
+    let nvtx = nvtx::check();
+    lines.push(nvtx.line.clone());
     let socket = socket::check();
     lines.push(socket.line.clone());
     Report {
@@ -139,6 +134,7 @@ pub fn run(options: &CheckOptions) -> Report {
         kernel_release,
         privileges,
         libraries,
+        nvtx,
         socket,
     }
 }

@@ -55,6 +55,7 @@ pub fn json(report: &Report) -> Value {
         .collect();
     let p = report.privileges;
     let s = &report.socket;
+    let n = &report.nvtx;
     json!({
         "ok": report.ok(),
         "checks": checks,
@@ -67,7 +68,12 @@ pub fn json(report: &Report) -> Value {
             "sufficient": p.sufficient(),
         },
         "libraries": libraries,
-        "nvtx": {"available": false},
+        "nvtx": {
+            "available": n.available(),
+            "library": n.library.as_ref().map(|l| l.display().to_string()),
+            "error": n.error,
+            "other_tool": n.other_tool,
+        },
         "annotate_socket": {
             "path": s.socket.display().to_string(),
             "directory": s.directory.display().to_string(),
@@ -84,7 +90,9 @@ mod tests {
 
     use ingero_ebpf::CudaLibrary;
 
-    use super::super::{Line, Status, cuda::LibraryReport, host::Privileges, socket::SocketReport};
+    use super::super::{
+        Line, Status, cuda::LibraryReport, host::Privileges, nvtx, socket::SocketReport,
+    };
     use super::*;
 
     fn sample(fail: bool) -> Report {
@@ -109,6 +117,7 @@ mod tests {
                 error: None,
                 test_offset: Some(64),
             }],
+            nvtx: nvtx::report(None, None),
             socket: SocketReport {
                 socket: PathBuf::from("/run/ingero/annotate.sock"),
                 directory: PathBuf::from("/run/ingero"),
@@ -161,6 +170,8 @@ mod tests {
         assert_eq!(lib["missing"], serde_json::json!(["cudaFree"]));
         assert_eq!(v["privileges"]["sufficient"], true);
         assert_eq!(v["annotate_socket"]["mode"], Value::Null);
+        assert_eq!(v["nvtx"]["available"], false);
+        assert_eq!(v["nvtx"]["library"], Value::Null);
         assert_eq!(json(&sample(true))["checks"][0]["status"], "fail");
     }
 }

@@ -4,6 +4,7 @@ mod annotate;
 mod check;
 mod explain;
 mod query;
+mod run;
 mod trace;
 
 use std::process::ExitCode;
@@ -25,8 +26,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Attach to CUDA runtime libraries and the scheduler, and show or stream what happens.
+    /// Attach to CUDA runtime libraries and the scheduler, and show or stream what happens;
+    /// with `-- CMD ARGS…`, run that command, trace it and stop when it exits.
     Trace(trace::TraceArgs),
+    /// Run a command with NVTX capture on (NVTX_INJECTION64_PATH pointing at ingero's
+    /// injection library), for an agent tracing with `ingero trace`. No root needed.
+    Run(run::RunArgs),
     /// Say whether tracing will work on this host: privileges, kernel, tracefs, a test probe,
     /// the CUDA libraries found and what they export. Exits non-zero when it cannot.
     Check(check::CheckArgs),
@@ -44,6 +49,7 @@ enum Command {
 pub fn run() -> Result<ExitCode> {
     match Cli::parse().command {
         Command::Trace(args) => trace::run(args),
+        Command::Run(args) => run::run(args),
         Command::Check(args) => check::run(args),
         Command::Query(args) => query::run(args),
         Command::Explain(args) => explain::run(args),

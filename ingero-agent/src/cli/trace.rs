@@ -1,17 +1,21 @@
 //! `ingero trace`: the flags, and the [`DaemonConfig`] they make for the tracing daemon
 //! ([`crate::daemon`]), which attaches, drains and shows or records until the duration ends or
-//! a signal arrives.
+//! a signal arrives; or, with `-- CMD ARGS…`, until that command (run as the user who ran
+//! sudo, with NVTX capture on) exits.
 
-use std::{path::PathBuf, process::ExitCode, time::Duration};
+use std::{ffi::OsString, path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::Result;
 use clap::Args;
 
+use ingero_annotate::socket_path::nvtx_agent_socket_path;
 use ingero_trace::write::RecorderConfig;
 
+use super::run::NvtxFlags;
 use crate::{
     annotate::IngestConfig,
-    daemon::{self, DaemonConfig, RecordConfig},
+    daemon::{self, CommandConfig, DaemonConfig, RecordConfig},
+    launch::{nvtx_env_here, user::invoking_user},
     timeline::merger::MergerConfig,
 };
 
@@ -39,6 +43,13 @@ pub struct TraceArgs {
     pub annotate: AnnotateFlags,
     #[command(flatten)]
     pub record: RecordFlags,
+    #[command(flatten)]
+    pub nvtx: NvtxFlags,
+    /// Run this command once the probes are attached (as the user who ran sudo, with NVTX
+    /// capture on), trace it and its descendants, and stop when it exits; ingero exits with
+    /// its code. Ctrl-C goes to the command.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
 }
 
 /// Recording flags of `ingero trace`.
@@ -140,10 +151,84 @@ impl TraceArgs {
             ingest: self.annotate.config(),
             record: self.record.config(),
             top_kernels: self.top_kernels,
+            command: None,
+            nvtx_allowed_uid: None,
         }
+    }
+
+    /// The command to run, when one follows `--`: as the invoking user, with the NVTX
+    /// environment (its notices printed now, before tracing starts).
+    fn command_config(&self) -> Result<Option<CommandConfig>> {
+        let Some((program, args)) = self.command.split_first() else {
+            return Ok(None);
+        };
+        let user = invoking_user()?;
+        let nvtx = nvtx_env_here(self.nvtx.library(), &nvtx_agent_socket_path());
+        for notice in &nvtx.notices {
+            eprintln!("ingero: {notice}");
+        }
+        let mut env = nvtx.vars;
+        if let Some(user) = &user {
+            // What login would set; the rest of the environment is sudo's, passed on as is.
+            env.push(("HOME".into(), user.home.clone().into_os_string()));
+            env.push(("USER".into(), user.name.clone().into()));
+            env.push(("LOGNAME".into(), user.name.clone().into()));
+        }
+        Ok(Some(CommandConfig {
+            program: program.clone(),
+            args: args.to_vec(),
+            env,
+            user,
+        }))
     }
 }
 
 pub fn run(args: TraceArgs) -> Result<ExitCode> {
-    daemon::run(args.config())
+    let mut config = args.config();
+    config.command = args.command_config()?;
+    // The command's injection library connects to the NVTX socket as the command's user.
+    config.nvtx_allowed_uid = config
+        .command
+        .as_ref()
+        .and_then(|c| c.user.as_ref())
+        .map(|u| u.uid);
+    daemon::run(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        trace: TraceArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<TraceArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("trace").chain(args.iter().copied())).map(|c| c.trace)
+    }
+
+    #[test]
+    fn a_command_follows_the_double_dash_and_keeps_its_flags() {
+        let a = parse(&[
+            "--record",
+            "-o",
+            "f.pftrace",
+            "--",
+            "python",
+            "-u",
+            "t.py",
+            "--json",
+        ])
+        .expect("parses");
+        assert_eq!(a.command, ["python", "-u", "t.py", "--json"]);
+        assert!(!a.json, "--json after -- is the command's");
+        assert_eq!(a.record.output, Some(PathBuf::from("f.pftrace")));
+        assert!(parse(&["--json"]).expect("parses").command.is_empty());
+        // Without `--`, a word is not taken for a command.
+        assert!(parse(&["python"]).is_err());
+    }
 }

@@ -2,6 +2,8 @@
 //! waiting on their queues in the loop, and passing each annotation and NVTX range on (to
 //! `--json` output and the recording).
 
+use std::path::PathBuf;
+
 use anyhow::{Context, Result};
 use ingero_trace::model::{AnnotationRecord, NvtxRecord};
 use tokio::sync::mpsc::Receiver;
@@ -16,7 +18,7 @@ use crate::pipeline::Pipeline;
 pub(super) async fn start_nvtx(
     ingest: &IngestServer,
     config: &IngestConfig,
-) -> Option<(NvtxServer, Receiver<NvtxRecord>)> {
+) -> Option<(NvtxServer, Receiver<NvtxRecord>, Option<PathBuf>)> {
     let path = ingest.socket_path().with_file_name(nvtx::SOCKET_NAME);
     let gid = match config.group.as_deref().map(crate::annotate::resolve_group) {
         Some(Ok(g)) => Some(g),
@@ -40,7 +42,7 @@ pub(super) async fn start_nvtx(
                     None
                 })
                 .flatten();
-            match published {
+            match &published {
                 Some(lib) => eprintln!(
                     "ingero: accepting NVTX ranges on {} (NVTX_INJECTION64_PATH={}; `ingero run -- CMD` sets it)",
                     server.socket_path().display(),
@@ -51,7 +53,7 @@ pub(super) async fn start_nvtx(
                     server.socket_path().display()
                 ),
             }
-            Some((server, rx))
+            Some((server, rx, published))
         }
         Err(e) => {
             eprintln!("ingero: NVTX capture is off: {e:#}");

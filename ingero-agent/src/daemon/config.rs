@@ -1,6 +1,7 @@
 //! [`DaemonConfig`]: what the daemon traces and where it writes, as plain data (the command
 //! line, a test or a benchmark builds it).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -29,6 +30,32 @@ pub struct DaemonConfig {
     pub record: Option<RecordConfig>,
     /// Kernels the live table lists (most API time first); 0: none.
     pub top_kernels: usize,
+    /// `ingero trace -- CMD`: run this command once the probes are attached, trace it and its
+    /// descendants, and stop when it exits (ingero then exits with its code); `None`: trace
+    /// until the duration ends or a signal arrives.
+    pub command: Option<CommandConfig>,
+    /// A uid besides root (and the agent's own) whose processes may connect to the NVTX socket:
+    /// the user `trace -- CMD` runs the command as, so that its injection library can stream
+    /// to an agent running under sudo. The NVTX server decides with [`nvtx_peer_allowed`].
+    pub nvtx_allowed_uid: Option<u32>,
+}
+
+/// Whether a process of `peer_uid` may connect to the NVTX socket of an agent running as
+/// `agent_euid`: root, the agent's own user, and the session's [`DaemonConfig::nvtx_allowed_uid`].
+pub fn nvtx_peer_allowed(allowed_uid: Option<u32>, agent_euid: u32, peer_uid: u32) -> bool {
+    peer_uid == 0 || peer_uid == agent_euid || allowed_uid == Some(peer_uid)
+}
+
+/// The command `ingero trace -- CMD` runs.
+#[derive(Clone, Debug)]
+pub struct CommandConfig {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    /// Variables set on top of the inherited environment (the NVTX ones, and `HOME`, `USER`,
+    /// `LOGNAME` when it runs as another user).
+    pub env: Vec<(OsString, OsString)>,
+    /// Run it as this user; `None`: as this process's user.
+    pub user: Option<crate::launch::user::RunAs>,
 }
 
 /// How to record.
@@ -39,4 +66,18 @@ pub struct RecordConfig {
     pub recorder: RecorderConfig,
     /// The reorder window records wait in before they are written.
     pub merger: MergerConfig,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nvtx_socket_admits_root_the_agents_user_and_the_commands_user() {
+        assert!(nvtx_peer_allowed(None, 0, 0));
+        assert!(!nvtx_peer_allowed(None, 0, 1000));
+        assert!(nvtx_peer_allowed(Some(1000), 0, 1000));
+        assert!(!nvtx_peer_allowed(Some(1000), 0, 1001));
+        assert!(nvtx_peer_allowed(None, 1000, 1000));
+    }
 }

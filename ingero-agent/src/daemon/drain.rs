@@ -1,6 +1,7 @@
 //! The loop of a session: drain a ring buffer when it becomes readable (and both on a short
 //! tick, for records that did not wake the reactor), pass annotations on, and once a second
-//! flush, report and rescan; until the duration ends, a signal arrives or output fails.
+//! flush, report and rescan; until the duration ends, a signal arrives or output fails, or the
+//! command of `trace -- CMD` exits (a signal is then passed to the command instead).
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -10,6 +11,7 @@ use aya::maps::{MapData, RingBuf};
 
 use super::annotations::{handle_annotation, recv, recv_nvtx};
 use super::attach::rescan;
+use super::command::Running;
 use super::report::{drops, render, stats_json};
 use super::setup::Daemon;
 use super::signals::Signals;
@@ -65,8 +67,17 @@ pub(super) async fn run(d: &mut Daemon, signals: &mut Signals) -> Result<()> {
                     break;
                 }
             }
+            code = wait_command(&mut d.command) => {
+                d.exit_code = code;
+                d.command = None;
+                break;
+            }
             _ = sleep_until(deadline) => break,
-            _ = signals.recv() => break,
+            signal = signals.recv() => match &d.command {
+                // The command decides: tracing ends when it exits.
+                Some(command) => command.forward(signal),
+                None => break,
+            },
         }
     }
     Ok(())
@@ -104,10 +115,22 @@ fn each_second(d: &mut Daemon, stats_ticks: u64, last_rescan: &mut Instant) -> b
     }
     if d.rescan && last_rescan.elapsed() >= RESCAN_EVERY {
         *last_rescan = Instant::now();
-        let track_mappers = d.pids.is_none();
-        rescan(&mut d.probes, &mut d.attached, &d.pids, track_mappers);
+        rescan(
+            &mut d.probes,
+            &mut d.attached,
+            &d.search_pids,
+            d.track_mappers,
+        );
     }
     d.pipeline.output_error.is_none()
+}
+
+/// The command's exit code once it exits; never, without one.
+async fn wait_command(command: &mut Option<Running>) -> u8 {
+    match command {
+        Some(command) => command.wait().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {

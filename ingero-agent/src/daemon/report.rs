@@ -81,6 +81,7 @@ pub(super) fn drops(
         drops.push(("nvtx_over_limit", c.over_limit));
         drops.push(("nvtx_bad_streams", c.bad_streams));
         drops.push(("nvtx_connections_refused", c.refused));
+        drops.push(("nvtx_foreign_tids", c.foreign_tids));
     }
     drops
 }

@@ -15,8 +15,9 @@ use ingero_trace::model::{NvtxRecord, SessionInfo};
 
 use super::annotations::{start_ingest, start_nvtx};
 use super::attach::{Attached, attach_new, discover_libraries};
+use super::command::{self, Running};
 use super::config::{DaemonConfig, RecordConfig};
-use crate::annotate::{IngestServer, ReceivedAnnotation};
+use crate::annotate::{IngestConfig, IngestServer, ReceivedAnnotation};
 use crate::nvtx::NvtxServer;
 use crate::pipeline::Pipeline;
 use crate::probes::{LoadOptions, Probes, validate_ringbuf_size};
@@ -34,8 +35,15 @@ pub(super) struct Daemon {
     /// The NVTX socket beside the annotation socket, and its queue of ranges.
     pub(super) nvtx: Option<NvtxServer>,
     pub(super) nvtx_ranges: Option<mpsc::Receiver<NvtxRecord>>,
-    /// The processes traced (`None`: every process that uses CUDA, tracked as they map it).
-    pub(super) pids: Option<Vec<u32>>,
+    /// The processes whose mapped libraries a rescan looks at (`None`: every process).
+    pub(super) search_pids: Option<Vec<u32>>,
+    /// Whether a process that maps a CUDA library becomes traced (no `--pid`, no command).
+    pub(super) track_mappers: bool,
+    /// The command of `trace -- CMD` while it runs.
+    pub(super) command: Option<Running>,
+    /// What ingero exits with: 0, or the command's exit code once it exited (127 or 126 when
+    /// it could not start).
+    pub(super) exit_code: u8,
     /// Whether newly loaded runtimes are looked for (not with `--cuda-lib`).
     pub(super) rescan: bool,
     pub(super) duration: Option<Duration>,
@@ -55,17 +63,32 @@ impl Daemon {
             ingest,
             record,
             top_kernels,
+            command: command_config,
+            nvtx_allowed_uid,
         } = config;
         // First, so a bad size is refused before anything is looked for or attached.
         let ringbuf_size = validate_ringbuf_size(ringbuf_size)?;
-        let libraries = discover_libraries(&pids, &cuda_libs)?;
+        // A command is traced through the pid filter (it adds itself before it execs, its forks
+        // follow), so with one the filter is on even without --pid. Its CUDA libraries are not
+        // loaded yet: look for them everywhere, now and on each rescan, as without a filter.
+        let filter = match (&pids, &command_config) {
+            (None, Some(_)) => Some(Vec::new()),
+            _ => pids.clone(),
+        };
+        let search_pids = if command_config.is_some() {
+            None
+        } else {
+            pids.clone()
+        };
+        let track_mappers = filter.is_none();
+        let libraries = discover_libraries(&search_pids, &cuda_libs)?;
         let (mut probes, rings) = Probes::load(&LoadOptions {
             ringbuf_size,
-            pids: pids.clone(),
+            pids: filter,
         })?;
         let tracepoints = probes.attach_tracepoints()?;
         let mut attached = Attached::default();
-        let library_count = attach_new(&mut probes, &mut attached, libraries, pids.is_none())?;
+        let library_count = attach_new(&mut probes, &mut attached, libraries, track_mappers)?;
         if library_count == 0 {
             eprintln!(
                 "ingero: no libcudart or libcuda found (searched running processes and install places); \
@@ -73,18 +96,40 @@ impl Daemon {
             );
         }
         // Ingest is listening before `attached` is printed: scripts start writers on that line.
+        // A command is run with NVTX capture on, so `trace -- CMD` opens the sockets itself.
+        let ingest = match (ingest, &command_config) {
+            (None, Some(_)) => Some(IngestConfig::default()),
+            (ingest, _) => ingest,
+        }
+        .map(|mut c| {
+            c.nvtx_allowed_uid = c.nvtx_allowed_uid.or(nvtx_allowed_uid);
+            c
+        });
         let ingest_config = ingest.clone();
         let (ingest, annotations) = start_ingest(ingest).await?;
-        let (nvtx, nvtx_ranges) = match (&ingest, &ingest_config) {
+        let (nvtx, nvtx_ranges, published) = match (&ingest, &ingest_config) {
             (Some(server), Some(cfg)) => match start_nvtx(server, cfg).await {
-                Some((s, rx)) => (Some(s), Some(rx)),
-                None => (None, None),
+                Some((s, rx, lib)) => (Some(s), Some(rx), lib),
+                None => (None, None, None),
             },
-            _ => (None, None),
+            _ => (None, None, None),
         };
-        let scope = match &pids {
-            Some(pids) => format!("pids {pids:?}"),
-            None => "every process that uses CUDA".to_string(),
+        // The command connects to the socket this session opened, and loads the copy of the
+        // library it published (where the command line chose them).
+        let command_config = command_config.map(|mut c| {
+            if let Some(server) = &nvtx {
+                command::point_at(&mut c, server.socket_path(), published.as_deref());
+            }
+            c
+        });
+        let scope = match (&pids, &command_config) {
+            (None, Some(c)) => format!("`{}` and its descendants", command::shown(c)),
+            (Some(pids), Some(c)) => format!(
+                "pids {pids:?} and `{}` with their descendants",
+                command::shown(c)
+            ),
+            (Some(pids), None) => format!("pids {pids:?}"),
+            (None, None) => "every process that uses CUDA".to_string(),
         };
         let targets = vec![scope.clone()];
         eprintln!(
@@ -106,6 +151,14 @@ impl Daemon {
         pipeline.nvtx = nvtx.as_ref().map(NvtxServer::shared_counters);
         let cuda = register(rings.cuda)?;
         let sched = register(rings.sched)?;
+        // Last, so the command's first calls find everything listening and recording.
+        let (command, exit_code) = match &command_config {
+            None => (None, 0),
+            Some(c) => match command::start(c, probes.tracked_map_fd()?) {
+                Ok(running) => (Some(running), 0),
+                Err(code) => (None, code),
+            },
+        };
         Ok(Daemon {
             probes,
             attached,
@@ -117,7 +170,10 @@ impl Daemon {
             nvtx,
             nvtx_ranges,
             rescan: cuda_libs.is_empty(),
-            pids,
+            search_pids,
+            track_mappers,
+            command,
+            exit_code,
             duration,
             live_table,
         })

@@ -1,6 +1,7 @@
 //! The end of a session, in the order that loses nothing: stop the probes, drain both rings
 //! and the annotation queue to empty, write the final stats, close the socket and the
-//! recording, print the summary, and exit while a child releases the uprobes.
+//! recording, print the summary, and exit while a child releases the uprobes; with the exit
+//! code of `trace -- CMD`'s command when there is one.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -27,6 +28,8 @@ pub(super) async fn finish(daemon: Daemon, signals: Signals) -> Result<ExitCode>
         nvtx,
         mut nvtx_ranges,
         live_table,
+        command,
+        mut exit_code,
         ..
     } = daemon;
 
@@ -84,5 +87,14 @@ pub(super) async fn finish(daemon: Daemon, signals: Signals) -> Result<ExitCode>
         print!("{summary}");
     }
     let _ = std::io::stdout().flush();
-    probes.release_in_background()
+    // The session ended before the command (--duration, an output error): ingero still stands
+    // for the command, so it waits and exits with its code.
+    if let Some(mut command) = command {
+        eprintln!(
+            "ingero: tracing stopped; waiting for the command (pid {}) to exit",
+            command.pid()
+        );
+        exit_code = command.wait().await;
+    }
+    probes.release_in_background(i32::from(exit_code))
 }

@@ -1,5 +1,6 @@
 //! SIGINT and SIGTERM: the first ends tracing (and starts the orderly shutdown), a second one
-//! during shutdown exits at once.
+//! during shutdown exits at once. With `trace -- CMD`, they go to the command instead, and
+//! tracing ends when it exits.
 
 use anyhow::Result;
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -19,11 +20,11 @@ impl Signals {
         })
     }
 
-    /// Waits for either signal.
-    pub(super) async fn recv(&mut self) {
+    /// Waits for either signal; returns which (`libc::SIGINT` or `libc::SIGTERM`).
+    pub(super) async fn recv(&mut self) -> i32 {
         tokio::select! {
-            _ = self.sigint.recv() => {},
-            _ = self.sigterm.recv() => {},
+            _ = self.sigint.recv() => libc::SIGINT,
+            _ = self.sigterm.recv() => libc::SIGTERM,
         }
     }
 

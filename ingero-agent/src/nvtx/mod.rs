@@ -15,9 +15,9 @@ use anyhow::Context;
 pub use server::{NvtxCountersSnapshot, NvtxServer, NvtxSocketConfig};
 
 /// The library's file name (as `cargo build` names it, and as it is published).
-pub const LIBRARY_NAME: &str = "libingero_nvtx.so";
+pub use ingero_annotate::socket_path::NVTX_LIBRARY_NAME as LIBRARY_NAME;
 /// The socket's file name, beside the annotation socket.
-pub const SOCKET_NAME: &str = "nvtx.sock";
+pub use ingero_annotate::socket_path::NVTX_SOCKET_NAME as SOCKET_NAME;
 
 /// The library `ingero` was built with: beside the executable.
 pub fn built_library() -> Option<PathBuf> {

@@ -41,6 +41,8 @@ pub struct NvtxCounters {
     pub over_limit: AtomicU64,
     pub unclosed: AtomicU64,
     pub library_dropped: AtomicU64,
+    /// Records naming a thread not of the sending process (moved to the process's own).
+    pub foreign_tids: AtomicU64,
 }
 
 /// The counters at one moment.
@@ -55,6 +57,7 @@ pub struct NvtxCountersSnapshot {
     pub over_limit: u64,
     pub unclosed: u64,
     pub library_dropped: u64,
+    pub foreign_tids: u64,
 }
 
 impl NvtxCounters {
@@ -69,6 +72,7 @@ impl NvtxCounters {
             over_limit: self.over_limit.load(Relaxed),
             unclosed: self.unclosed.load(Relaxed),
             library_dropped: self.library_dropped.load(Relaxed),
+            foreign_tids: self.foreign_tids.load(Relaxed),
         }
     }
 }
@@ -107,6 +111,7 @@ impl NvtxServer {
         if let Some(uid) = cfg.allowed_uid {
             open_to_user(&bound.path, uid, cfg.manage_dir)?;
         }
+        open_to_all(&bound.path, cfg.manage_dir)?;
         let counters = Arc::new(NvtxCounters::default());
         let (tx, rx) = mpsc::channel(QUEUE);
         let (stop, stop_rx) = watch::channel(false);
@@ -145,6 +150,29 @@ impl NvtxServer {
         }
         remove_if_ours(&self.path, self.identity);
     }
+}
+
+/// Lets every local process connect. What a process sends describes that process only: its
+/// pid is the kernel's (`SO_PEERCRED`) and a thread id not among its threads is taken as the
+/// process's own, so no one can put ranges on another process's timeline; the queue and the
+/// connections are bounded. The directory gains search permission for others (entering it,
+/// not listing it; the annotation socket in it keeps its own mode).
+fn open_to_all(path: &Path, manage_dir: bool) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+        .with_context(|| format!("opening {} to local processes", path.display()))?;
+    if let (true, Some(dir)) = (manage_dir, path.parent()) {
+        let mode = std::fs::metadata(dir)
+            .with_context(|| format!("inspecting {}", dir.display()))?
+            .permissions()
+            .mode();
+        std::fs::set_permissions(
+            dir,
+            std::fs::Permissions::from_mode((mode & 0o7777) | 0o001),
+        )
+        .with_context(|| format!("letting others enter {}", dir.display()))?;
+    }
+    Ok(())
 }
 
 /// Lets `uid` connect: the socket becomes its, and the agent's directory gains search
@@ -272,6 +300,15 @@ fn send(
 ) {
     for r in done.drain(..) {
         let mut r = r;
+        if !names.belongs(r.tid) {
+            counters.foreign_tids.fetch_add(1, Relaxed);
+            r.tid = r.pid;
+        }
+        if let Some(t) = r.end_tid {
+            if !names.belongs(t) {
+                r.end_tid = None;
+            }
+        }
         if r.thread_name.is_empty() {
             r.thread_name = names.of(r.tid);
         }
@@ -300,6 +337,20 @@ impl ThreadNames {
             pid,
             cache: HashMap::new(),
         }
+    }
+
+    /// Whether `tid` is (or was: a thread that exited is remembered once seen) one of the
+    /// process's threads.
+    fn belongs(&mut self, tid: u32) -> bool {
+        if tid == self.pid || self.cache.contains_key(&tid) {
+            return true;
+        }
+        let path = format!("/proc/{}/task/{tid}", self.pid);
+        if Path::new(&path).exists() {
+            self.of(tid);
+            return true;
+        }
+        false
     }
 
     fn of(&mut self, tid: u32) -> String {

@@ -154,6 +154,17 @@ impl Probes {
         Ok(())
     }
 
+    /// The descriptor of the tracked-process map, for a child to add itself before it execs
+    /// (`trace -- CMD`: tracked from its first instruction, with no window in which a fork
+    /// would escape). Valid while `self` lives.
+    pub fn tracked_map_fd(&self) -> Result<std::os::fd::RawFd> {
+        use std::os::fd::{AsFd, AsRawFd};
+        match self.ebpf.map("TRACKED").context("no TRACKED map")? {
+            aya::maps::Map::HashMap(data) => Ok(data.fd().as_fd().as_raw_fd()),
+            _ => bail!("TRACKED is not a hash map"),
+        }
+    }
+
     /// Attaches the scheduler and process tracepoints.
     pub fn attach_tracepoints(&mut self) -> Result<usize> {
         attach::tracepoints(&mut self.ebpf, &mut self.links)
@@ -198,10 +209,10 @@ impl Probes {
 
     /// Ends the process at once while a forked child closes the probe links, so the caller does
     /// not wait many seconds for the kernel to unregister each uprobe. Call last: nothing after
-    /// it runs. The probes are already inert ([`Probes::stop`]).
-    pub fn release_in_background(self) -> ! {
+    /// it runs. The probes are already inert ([`Probes::stop`]). The process exits with `code`.
+    pub fn release_in_background(self, code: i32) -> ! {
         std::mem::forget(self);
-        exit_releasing_in_background(0)
+        exit_releasing_in_background(code)
     }
 }
 

@@ -47,6 +47,13 @@ def test_constants_agree(contract):
         "run_dir": ia.ANNOTATION_SOCKET_DIR,
         "home_dir": ia.ANNOTATION_HOME_SOCKET_DIR,
     }
+    assert contract["nvtx"] == {
+        "socket_env": ia.NVTX_SOCKET_ENV,
+        "socket_name": ia.NVTX_SOCKET_NAME,
+        "library_env": ia.NVTX_LIBRARY_ENV,
+        "library_name": ia.NVTX_LIBRARY_NAME,
+        "injection_env": ia.NVTX_INJECTION_ENV,
+    }
 
 
 def test_key_charset_agrees(contract):

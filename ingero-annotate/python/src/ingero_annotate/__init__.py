@@ -8,6 +8,9 @@ reconnecting, fork- and thread-safe writer and spans::
     w.write({"step": "42"}, pid=os.getpid())
     with w.span({"request_id": "abc-123"}):
         ...
+
+Importing it also turns on NVTX capture when an agent listens for it (see
+``_nvtx``; opt out with ``INGERO_NVTX=0``).
 """
 
 from ._charclass import CC_ZL_ZP_RANGES, CF_RANGES, is_forbidden_char
@@ -37,11 +40,25 @@ from ._contract import (
     is_valid_label_key,
     validate_labels,
 )
+from ._nvtx import (
+    NVTX_INJECTION_ENV,
+    NVTX_LIBRARY_ENV,
+    NVTX_LIBRARY_NAME,
+    NVTX_OPT_OUT_ENV,
+    NVTX_SOCKET_ENV,
+    NVTX_SOCKET_NAME,
+    enable_nvtx_capture,
+    nvtx_socket_path,
+)
 from ._paths import _is_socket, default_socket_path
 from ._span import Span
 from ._writer import AnnotationWriter, logger, now_ns
 
 __version__ = "0.2.0"
+
+# Before any NVTX call of the program's libraries: NVTX reads the variable at a linkage unit's
+# first call, so what is imported earlier but has not called NVTX yet is covered too.
+enable_nvtx_capture()
 
 __all__ = [
     "ANNOTATION_HOME_SOCKET_DIR",
@@ -63,16 +80,24 @@ __all__ = [
     "MAX_LABEL_VALUE_LEN",
     "MAX_LABELS_PER_ANNOTATION",
     "MAX_LINE_BYTES",
+    "NVTX_INJECTION_ENV",
+    "NVTX_LIBRARY_ENV",
+    "NVTX_LIBRARY_NAME",
+    "NVTX_OPT_OUT_ENV",
+    "NVTX_SOCKET_ENV",
+    "NVTX_SOCKET_NAME",
     "PID_MAX",
     "WELL_KNOWN_KEYS",
     "AnnotationError",
     "AnnotationWriter",
     "Span",
     "default_socket_path",
+    "enable_nvtx_capture",
     "encode_annotation",
     "is_forbidden_char",
     "is_valid_label_key",
     "logger",
     "now_ns",
+    "nvtx_socket_path",
     "validate_labels",
 ]
