@@ -81,6 +81,7 @@ pub unsafe extern "C" fn InitializeInjectionNvtx2(
         // SAFETY: as above. A unit without CORE2 (none known) still gets CORE.
         unsafe { fill(get_table, ffi::module::CORE2, &callbacks::core2_table()) };
         sender::install_process_hooks();
+        sender::start_and_wait_for_agent();
         1
     }))
     .unwrap_or(0)

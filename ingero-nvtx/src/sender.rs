@@ -35,6 +35,10 @@ static FLUSH_REQUESTED: AtomicU64 = AtomicU64::new(0);
 static FLUSH_DONE: AtomicU64 = AtomicU64::new(0);
 /// `exit` has begun: no new sender thread.
 static EXITING: AtomicBool = AtomicBool::new(false);
+/// The sender has made its first connection attempt (connected or not).
+static FIRST_ATTEMPT: AtomicBool = AtomicBool::new(false);
+/// How long initialization waits for that first attempt.
+const FIRST_ATTEMPT_WAIT_NS: u64 = 50_000_000;
 
 /// Drain period.
 const TICK_MS: i32 = 2;
@@ -63,6 +67,24 @@ fn start() {
     // Without a thread the library stays quiet (CONNECTED never becomes true); STARTED stays
     // set so that no later call retries on the application's time.
     drop(spawned);
+}
+
+/// Starts the sender and waits (at most [`FIRST_ATTEMPT_WAIT_NS`]) for its first connection
+/// attempt, so that the program's first ranges find the agent connected rather than being
+/// discarded. Called from `InitializeInjectionNvtx2`: once per linkage unit, before the
+/// unit's first NVTX call proceeds, never on an event's path. Without an agent the attempt
+/// fails at once (no socket), so the wait is a thread start and a failed `connect`.
+pub fn start_and_wait_for_agent() {
+    ensure_started();
+    let deadline = state::now_ns() + FIRST_ATTEMPT_WAIT_NS;
+    while !FIRST_ATTEMPT.load(Ordering::Acquire) && state::now_ns() < deadline {
+        let nap = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 100_000,
+        };
+        // SAFETY: `nap` is a valid timespec; the remainder pointer may be NULL.
+        unsafe { libc::nanosleep(&nap, std::ptr::null_mut()) };
+    }
 }
 
 /// Installs the fork handlers and the exit flush, once per process.
@@ -95,6 +117,7 @@ extern "C" fn fork_parent() {
 /// async-signal-safe work: atomics and close(2).
 extern "C" fn fork_child() {
     CONNECTED.store(false, Ordering::Relaxed);
+    FIRST_ATTEMPT.store(false, Ordering::Relaxed);
     STARTED.store(false, Ordering::Relaxed);
     FLUSH_REQUESTED.store(0, Ordering::Relaxed);
     FLUSH_DONE.store(0, Ordering::Relaxed);
@@ -186,6 +209,7 @@ fn run() {
             s.discard_rings();
             if state::now_ns() >= s.next_connect_ns {
                 s.connect();
+                FIRST_ATTEMPT.store(true, Ordering::Release);
             }
             if s.stream.is_none() {
                 // Nothing to flush without an agent.

@@ -101,6 +101,16 @@ fn row(rec: &ReadRecord) -> Option<Row<'_>> {
             op: "",
             ret: 0,
         },
+        ReadRecord::Nvtx(n) => Row {
+            kind: "nvtx",
+            ts: n.ts_ns,
+            dur: n.end_ns.saturating_sub(n.ts_ns),
+            pid: n.pid,
+            tid: n.tid,
+            thread: "",
+            op: n.kind.name(),
+            ret: 0,
+        },
         _ => return None,
     })
 }
@@ -117,6 +127,10 @@ fn detail(rec: &ReadRecord) -> String {
             let labels: Vec<String> = a.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
             labels.join(" ")
         }
+        ReadRecord::Nvtx(n) => match &n.domain {
+            Some(d) => format!("{d}: {}", n.message),
+            None => n.message.clone(),
+        },
         _ => String::new(),
     }
 }
@@ -131,6 +145,7 @@ fn admitted(an: &Analysis, rec: &ReadRecord, scratch: &mut Vec<ValueId>) -> bool
         ReadRecord::OffCpu(o) => (o.thread.pid, o.ts_ns),
         ReadRecord::Lifecycle(l) => (l.thread.pid, l.ts_ns),
         ReadRecord::Annotation(a) => (a.scope.map_or(0, |s| s.pid), a.ts_ns),
+        ReadRecord::Nvtx(n) => (n.pid, n.ts_ns),
         _ => return false,
     };
     sel.admits_pid(pid)

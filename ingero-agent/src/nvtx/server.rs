@@ -339,18 +339,26 @@ impl ThreadNames {
         }
     }
 
-    /// Whether `tid` is (or was: a thread that exited is remembered once seen) one of the
-    /// process's threads.
+    /// Whether `tid` may be one of the process's threads: false only when it is a live thread
+    /// of another process (a thread that already exited cannot be checked, and is believed).
     fn belongs(&mut self, tid: u32) -> bool {
         if tid == self.pid || self.cache.contains_key(&tid) {
             return true;
         }
-        let path = format!("/proc/{}/task/{tid}", self.pid);
-        if Path::new(&path).exists() {
-            self.of(tid);
-            return true;
+        let tgid = std::fs::read_to_string(format!("/proc/{tid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Tgid:"))
+                    .and_then(|v| v.trim().parse::<u32>().ok())
+            });
+        match tgid {
+            Some(t) if t != self.pid => false,
+            _ => {
+                self.of(tid);
+                true
+            }
         }
-        false
     }
 
     fn of(&mut self, tid: u32) -> String {
