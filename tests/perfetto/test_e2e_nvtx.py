@@ -158,3 +158,32 @@ def test_without_a_tool_the_program_runs_unchanged_and_sends_nothing():
     assert not [s for s in slices(packets) if "nvtx" in s[2]], "no NVTX range without the tool"
     calls = [s for s in slices(packets) if s[1] in ("cudaMalloc", "cudaFree")]
     assert len(calls) == STEPS * (MALLOCS_PER_FORWARD + FREES_PER_BACKWARD), "the CUDA calls are still traced"
+
+
+def test_trace_with_a_command_captures_its_ranges_without_any_other_setup():
+    """`ingero trace --record -o F -- CMD`: no `--annotate`, no variables set by hand."""
+    _require_inputs()
+    tmp = Path(tempfile.mkdtemp())
+    out = tmp / "cmd.pftrace"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("NVTX_INJECTION64_PATH", "INGERO_NVTX_LIBRARY", "INGERO_NVTX_SOCKET", "SUDO_USER", "SUDO_UID", "SUDO_GID")
+    }
+    # The session's own sockets, away from a system agent's.
+    env["INGERO_ANNOTATE_SOCKET"] = str(tmp / "annotate.sock")
+    done = subprocess.run(
+        [BIN, "trace", "--record", "-o", str(out), "--cuda-lib", CUDART, "--", sys.executable, "-c", PROGRAM, CUDART],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    # The job's line, among the session summary ingero prints to stdout at the end.
+    job = next(json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"pid"'))
+    assert job["tool"] == str(tmp / "libingero_nvtx.so"), "the session's published copy"
+    rows = _ingero_json("query", "--trace", str(out), "--group-by", "nvtx")
+    row = {r["labels"]["nvtx"]: r for r in rows}
+    assert row["forward"]["cuda_calls"] == STEPS * MALLOCS_PER_FORWARD, (rows, done.stderr)
+    assert row["step"]["ranges"]["count"] == STEPS
