@@ -153,46 +153,39 @@ impl NvtxServer {
 }
 
 /// Lets every local process connect. What a process sends describes that process only: its
-/// pid is the kernel's (`SO_PEERCRED`) and a thread id not among its threads is taken as the
-/// process's own, so no one can put ranges on another process's timeline; the queue and the
-/// connections are bounded. The directory gains search permission for others (entering it,
-/// not listing it; the annotation socket in it keeps its own mode).
+/// pid is the kernel's (`SO_PEERCRED`) and a thread id that is a live thread of another
+/// process is taken as the sender's own, so no one can put ranges on another process's
+/// timeline; the queue and the connections are bounded.
 fn open_to_all(path: &Path, manage_dir: bool) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
         .with_context(|| format!("opening {} to local processes", path.display()))?;
-    if let (true, Some(dir)) = (manage_dir, path.parent()) {
-        let mode = std::fs::metadata(dir)
-            .with_context(|| format!("inspecting {}", dir.display()))?
-            .permissions()
-            .mode();
-        std::fs::set_permissions(
-            dir,
-            std::fs::Permissions::from_mode((mode & 0o7777) | 0o001),
-        )
-        .with_context(|| format!("letting others enter {}", dir.display()))?;
-    }
-    Ok(())
+    allow_search(path, manage_dir)
 }
 
-/// Lets `uid` connect: the socket becomes its, and the agent's directory gains search
-/// permission for others (entering it, not listing it).
+/// Lets `uid` connect: the socket becomes its.
 fn open_to_user(path: &Path, uid: u32, manage_dir: bool) -> anyhow::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
     std::os::unix::fs::chown(path, Some(uid), None)
         .with_context(|| format!("giving {} to uid {uid}", path.display()))?;
-    if let (true, Some(dir)) = (manage_dir, path.parent()) {
-        let mode = std::fs::metadata(dir)
-            .with_context(|| format!("inspecting {}", dir.display()))?
-            .permissions()
-            .mode();
-        std::fs::set_permissions(
-            dir,
-            std::fs::Permissions::from_mode((mode & 0o7777) | 0o001),
-        )
-        .with_context(|| format!("letting others enter {}", dir.display()))?;
-    }
-    Ok(())
+    allow_search(path, manage_dir)
+}
+
+/// Gives others search permission on the socket's directory when it is the agent's own
+/// (entering it, not listing it; the annotation socket in it keeps its own mode).
+fn allow_search(path: &Path, manage_dir: bool) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let (true, Some(dir)) = (manage_dir, path.parent()) else {
+        return Ok(());
+    };
+    let mode = std::fs::metadata(dir)
+        .with_context(|| format!("inspecting {}", dir.display()))?
+        .permissions()
+        .mode();
+    std::fs::set_permissions(
+        dir,
+        std::fs::Permissions::from_mode((mode & 0o7777) | 0o001),
+    )
+    .with_context(|| format!("letting others enter {}", dir.display()))
 }
 
 async fn accept_loop(
