@@ -18,8 +18,10 @@ use super::{CAUSE_KINDS, Cause, CauseKind, Culprit};
 use crate::analyze::Analysis;
 use crate::analyze::aggregate::Aggregate;
 use crate::analyze::fmt;
+use crate::analyze::labels::ValueId;
 use crate::analyze::query::{GroupRow, REQUEST_KEY, group_rows};
 use crate::analyze::work_class::{CLASSES, WorkClass};
+use ingero_trace::vocab::NVTX_LABEL;
 
 /// An operation with fewer calls than this has no steady state to compare its first with.
 pub const COLD_MIN_CALLS: u64 = 20;
@@ -62,6 +64,8 @@ pub struct Context<'a> {
     pub agg: &'a Aggregate,
     pub keys: Vec<KeyRows>,
     pub cold: Vec<ColdCall>,
+    /// NVTX ranges (start, end, message), by start: where in a group its time went.
+    nvtx: Vec<(u64, u64, ValueId)>,
 }
 
 impl<'a> Context<'a> {
@@ -78,12 +82,41 @@ impl<'a> Context<'a> {
                 rows: group_rows(an, &agg.names, g),
             })
             .collect();
+        let mut nvtx: Vec<(u64, u64, ValueId)> = an
+            .index
+            .labels
+            .intervals_by_value(NVTX_LABEL)
+            .into_iter()
+            .flat_map(|(v, list)| list.into_iter().map(move |(a, b)| (a, b, v)))
+            .collect();
+        nvtx.sort_unstable();
         Context {
             an,
             agg,
             keys,
             cold: cold_calls(agg),
+            nvtx,
         }
+    }
+
+    /// The NVTX ranges that lie inside `[start, end]` (not those enclosing it: a `train_step`
+    /// range says nothing about where a step's time went), their time by message, most first.
+    pub fn nvtx_places(&self, start: u64, end: u64) -> Vec<(&str, u64)> {
+        let from = self.nvtx.partition_point(|r| r.0 < start);
+        let mut by: Vec<(ValueId, u64)> = Vec::new();
+        for &(a, b, v) in self.nvtx[from..].iter().take_while(|r| r.0 < end) {
+            if b > end || (a == start && b == end) {
+                continue;
+            }
+            match by.iter_mut().find(|(x, _)| *x == v) {
+                Some(e) => e.1 += b - a,
+                None => by.push((v, b - a)),
+            }
+        }
+        by.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+        by.into_iter()
+            .map(|(v, ns)| (self.an.index.labels.value(v), ns))
+            .collect()
     }
 
     /// The first grouping that is a loop's iterations with enough groups to compare.

@@ -137,7 +137,7 @@ fn key_findings(ctx: &Context<'_>, k: &KeyRows) -> Vec<Candidate> {
             && excess as f64 > SLOW_MAD_K * 1.4826 * mad(window, med) as f64
         {
             let window_comps = &comps[lo..lo + window.len()];
-            if let Some(f) = slow_finding(ctx, k, r, &comps[i], window_comps, med) {
+            if let Some(f) = slow_finding(ctx, k, r, &comps[i], (window, window_comps), med) {
                 slow.push(f);
             }
             continue;
@@ -188,7 +188,7 @@ fn slow_finding(
     k: &KeyRows,
     r: &GroupRow,
     own: &[u64; CAUSE_KINDS.len()],
-    window: &[[u64; CAUSE_KINDS.len()]],
+    (peers, window): (&[GroupRow], &[[u64; CAUSE_KINDS.len()]]),
     med: u64,
 ) -> Option<Finding> {
     let excess = r.duration_ns.saturating_sub(med);
@@ -241,6 +241,14 @@ fn slow_finding(
         ),
         None => format!("the extra {} has no dominant part", fmt::dur(excess)),
     };
+    // Where in the program: the NVTX range whose time grew the most against the peers.
+    if let Some((name, extra)) = nvtx_place(ctx, r, peers) {
+        root_cause.push_str(&format!(
+            "; the NVTX range `{name}` took +{} more than in the median {}",
+            fmt::dur(extra),
+            k.key
+        ));
+    }
     if k.key == REQUEST_KEY && k.overlapping {
         root_cause.push_str(". ");
         root_cause.push_str(OVERLAP_CAVEAT);
@@ -371,6 +379,36 @@ fn unusual_finding(
         causes,
         ..Finding::default()
     })
+}
+
+/// The NVTX range (by message) inside the group whose time exceeds its peers' median the
+/// most, and by how much: where in the program the excess went (the causes say what it was).
+fn nvtx_place<'c>(
+    ctx: &'c Context<'_>,
+    r: &GroupRow,
+    peers: &[GroupRow],
+) -> Option<(&'c str, u64)> {
+    let own = ctx.nvtx_places(r.start_ns, r.end_ns);
+    if own.is_empty() {
+        return None;
+    }
+    let peer_places: Vec<Vec<(&str, u64)>> = peers
+        .iter()
+        .filter(|p| p.start_ns != r.start_ns)
+        .map(|p| ctx.nvtx_places(p.start_ns, p.end_ns))
+        .collect();
+    own.into_iter()
+        .map(|(name, ns)| {
+            let typical = median(
+                peer_places
+                    .iter()
+                    .map(|pl| pl.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v))
+                    .collect(),
+            );
+            (name, ns.saturating_sub(typical))
+        })
+        .filter(|(_, extra)| *extra > 0)
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
 }
 
 fn class_noun(class: WorkClass) -> &'static str {

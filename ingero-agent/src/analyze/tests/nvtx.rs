@@ -114,3 +114,58 @@ fn group_by_nvtx_counts_the_calls_of_every_level() {
     assert!(text.contains("NVTX ranges nest"), "{text}");
     assert!(text.contains("ranges"), "{text}");
 }
+
+/// Steps with `forward` and `backward` ranges; in step 5 `backward` sleeps 200 ms more.
+#[test]
+fn a_slow_step_names_the_range_that_grew() {
+    use super::fixtures::{off_cpu, step};
+    use ingero_ebpf::OffCpuReason;
+    let main = task(TRAINER, TRAINER, "python");
+    let mut v = Vec::new();
+    let mut t = T0;
+    for s in 0..20u64 {
+        v.push(step(TRAINER, t, &s.to_string()));
+        let slow = if s == 5 { 200 * MS } else { 0 };
+        v.push(range(
+            NvtxKind::PushPop,
+            TRAINER,
+            t + MS,
+            t + 10 * MS,
+            "forward",
+            0,
+        ));
+        v.push(launch(main, t + 2 * MS, 10 * US));
+        v.push(range(
+            NvtxKind::PushPop,
+            TRAINER,
+            t + 11 * MS,
+            t + 20 * MS + slow,
+            "backward",
+            0,
+        ));
+        if slow > 0 {
+            v.push(off_cpu(
+                main,
+                t + 12 * MS,
+                slow,
+                OffCpuReason::Blocked,
+                "swapper/0",
+            ));
+        }
+        v.push(sync(main, t + 12 * MS + slow, 5 * MS));
+        t += 22 * MS + slow;
+    }
+    v.push(step(TRAINER, t, "20"));
+    v.sort_by_key(TimelineRecord::ts_ns);
+    let path = fixtures::write("nvtx-place", v);
+    let an = fixtures::open(&path, &SelectionSpec::default());
+    let e = analyze::explain(&an, None).expect("explain").json().value();
+    let top = &e["findings"][0];
+    assert_eq!(top["kind"], "slow_group", "{e:#}");
+    assert_eq!(top["labels"]["step"], "5");
+    let cause = top["root_cause"].as_str().unwrap_or("");
+    assert!(
+        cause.contains("the NVTX range `backward` took +200.00ms more than in the median step"),
+        "{cause}"
+    );
+}
