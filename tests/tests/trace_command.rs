@@ -22,6 +22,26 @@ fn recording(name: &str) -> Result<PathBuf> {
 }
 
 /// The simulated sudo of user `nobody`.
+/// Copies of `files` in a fresh directory every user can enter, readable and executable by
+/// all; returns the two copies (the first two files).
+fn reachable_by_everyone(files: &[PathBuf]) -> Result<(PathBuf, PathBuf)> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("ingero-e2e-shared-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    let mut out = Vec::new();
+    for f in files {
+        let copy = dir.join(f.file_name().context("file name")?);
+        std::fs::copy(f, &copy).with_context(|| format!("copying {}", f.display()))?;
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755))?;
+        out.push(copy);
+    }
+    match out.as_slice() {
+        [a, b, ..] => Ok((a.clone(), b.clone())),
+        _ => bail!("two files expected"),
+    }
+}
+
 fn sudo_nobody(command: &mut Command) -> &mut Command {
     command
         .env("SUDO_USER", "nobody")
@@ -164,13 +184,16 @@ fn a_real_cuda_program_is_recorded_and_its_exit_code_passed_on() -> Result<()> {
         return Ok(());
     }
     let file = recording("cuda")?;
-    let lib = cudart()?.display().to_string();
+    // The command runs as nobody: it needs copies it can reach (the checkout may sit in a
+    // directory only root can enter, such as a fresh `mktemp -d`).
+    let (driver, lib) = reachable_by_everyone(&[cuda_driver()?, cudart()?])?;
+    let lib = lib.display().to_string();
     let mut command = Command::new(agent_bin()?);
     command
         .args(["trace", "--record", "-o"])
         .arg(&file)
         .args(["--cuda-lib", &lib, "--"])
-        .arg(cuda_driver()?)
+        .arg(&driver)
         .args([&lib, "calls"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
