@@ -149,6 +149,7 @@ pub(super) fn stats_json(
             let f = pipeline.nvtx_fallback.counters;
             serde_json::json!({
                 "records": f.records, "unclosed": f.unclosed, "connected_dropped": f.connected,
+                "reentries_dropped": f.reentries,
             })
         }),
     })
