@@ -31,7 +31,8 @@ use crate::{
     graphs::Graphs,
     kernels::{KernelNameLimits, KernelNames},
     live::Stats,
-    nvtx::server::NvtxCounters,
+    nvtx::fallback::Fallback,
+    nvtx::server::{ConnectedPids, NvtxCounters},
     ranks::Ranks,
     recording::Recording,
 };
@@ -56,6 +57,10 @@ pub struct Pipeline {
     pub ranks: Ranks,
     /// The NVTX socket's counters, when it is open (for the statistics and drops).
     pub nvtx: Option<Arc<NvtxCounters>>,
+    /// The NVTX fallback's pairing (records of the uprobes on NVTX libraries), and the
+    /// processes whose calls the socket already captures.
+    pub nvtx_fallback: Fallback,
+    pub nvtx_connected: Option<Arc<ConnectedPids>>,
 }
 
 impl Pipeline {
@@ -72,6 +77,8 @@ impl Pipeline {
             names: None,
             ranks: Ranks::default(),
             nvtx: None,
+            nvtx_fallback: Fallback::default_limits(),
+            nvtx_connected: None,
         }
     }
 
@@ -148,8 +155,52 @@ impl Pipeline {
         self.graphs.follow(c);
     }
 
+    /// Takes one NVTX fallback record (the ranges it completes are written at once).
+    fn handle_nvtx_probe(&mut self, bytes: &[u8]) {
+        match decode::decode_nvtx_probe(bytes) {
+            Ok(call) => {
+                let connected = self
+                    .nvtx_connected
+                    .as_ref()
+                    .is_some_and(|c| c.contains(call.pid));
+                let mut done = Vec::new();
+                self.nvtx_fallback
+                    .feed(call, connected, &mut |r| done.push(r));
+                for r in done {
+                    self.write_nvtx(r);
+                }
+            }
+            Err(err) => self.count_decode_error(err),
+        }
+    }
+
+    /// A process exited: the fallback's ranges it left open end here; the socket forgets it.
+    fn nvtx_process_exit(&mut self, pid: u32, ts_ns: u64) {
+        let mut done = Vec::new();
+        self.nvtx_fallback.exit(pid, ts_ns, &mut |r| done.push(r));
+        for r in done {
+            self.write_nvtx(r);
+        }
+        if let Some(c) = &self.nvtx_connected {
+            c.remove(pid);
+        }
+    }
+
+    /// Tracing ends: the fallback's open ranges end at the newest time it saw, as unclosed.
+    pub fn finish_nvtx_fallback(&mut self) {
+        let mut done = Vec::new();
+        self.nvtx_fallback.finish(&mut |r| done.push(r));
+        for r in done {
+            self.write_nvtx(r);
+        }
+    }
+
     /// Handles one ring buffer record.
     pub fn handle_record(&mut self, bytes: &[u8]) {
+        if decode::kind_of(bytes) == Some(ingero_ebpf::RecordKind::NvtxProbe) {
+            self.handle_nvtx_probe(bytes);
+            return;
+        }
         match decode::decode(bytes) {
             Ok(mut event) => {
                 match &mut event {
@@ -157,6 +208,8 @@ impl Pipeline {
                     Event::Process(p) if p.op == ProcessOp::Exit => {
                         self.kernels.forget_process(p.task.pid);
                         self.graphs.forget_process(p.task.pid);
+                        let (pid, ts) = (p.task.pid, p.ts_ns);
+                        self.nvtx_process_exit(pid, ts);
                     }
                     _ => {}
                 }
@@ -178,7 +231,6 @@ impl Pipeline {
         }
     }
 
-    /// Writes an annotation wherever events go: a `--json` line and the recording.
     /// Writes an NVTX range or mark (to `--json` and the recording) and counts it.
     pub fn write_nvtx(&mut self, record: NvtxRecord) {
         self.stats.nvtx += 1;
@@ -188,6 +240,7 @@ impl Pipeline {
         }
     }
 
+    /// Writes an annotation wherever events go: a `--json` line and the recording.
     pub fn write_annotation(&mut self, record: AnnotationRecord) {
         self.write_json_line(&Line::Annotation(&record));
         if let Some(recording) = self.recording.as_mut() {

@@ -2,11 +2,15 @@
 //! one of them and the agent reports them all.
 
 /// Number of slots.
-pub const SLOTS: u32 = 16;
+pub const SLOTS: u32 = 24;
 
-/// Slots `1..=6` count ring buffer reserve failures, indexed by [`crate::RecordKind`].
+/// Slots `1..=6` count ring buffer reserve failures, indexed by [`crate::RecordKind`]; kinds
+/// added later have slots after the other counters.
 pub const fn ring_full(kind: crate::RecordKind) -> u32 {
-    kind as u32
+    match kind {
+        crate::RecordKind::NvtxProbe => RING_FULL_NVTX_PROBE,
+        _ => kind as u32,
+    }
 }
 
 /// A call's out-pointer (module, function, graph handle) could not be read at return.
@@ -27,6 +31,10 @@ pub const FRAMES_UNAVAILABLE: u32 = 13;
 pub const OFF_CPU_INSERT_FAILED: u32 = 14;
 /// A kernel name could not be read at registration or lookup.
 pub const NAME_READ_FAILED: u32 = 15;
+/// An NVTX fallback record found the ring full.
+pub const RING_FULL_NVTX_PROBE: u32 = 16;
+/// An NVTX fallback probe could not read the message or its attributes.
+pub const NVTX_READ_FAILED: u32 = 17;
 
 /// A name for every slot that is used, for reports.
 pub const NAMED: &[(u32, &str)] = &[
@@ -45,6 +53,8 @@ pub const NAMED: &[(u32, &str)] = &[
     (FRAMES_UNAVAILABLE, "entry_state_unavailable"),
     (OFF_CPU_INSERT_FAILED, "off_cpu_state_unavailable"),
     (NAME_READ_FAILED, "kernel_name_unreadable"),
+    (RING_FULL_NVTX_PROBE, "ring_full_nvtx_probe"),
+    (NVTX_READ_FAILED, "nvtx_message_unreadable"),
 ];
 
-const _: () = assert!(NAME_READ_FAILED < SLOTS);
+const _: () = assert!(NVTX_READ_FAILED < SLOTS);

@@ -8,8 +8,10 @@
 pub mod config;
 pub mod counters;
 pub mod cuda_ops;
+pub mod nvtx_calls;
 pub mod records;
 
 pub use config::{Config, FilterMode, TracepointLayout};
 pub use cuda_ops::{CudaLibrary, CudaOp, OpFlags};
+pub use nvtx_calls::{NvtxAction, NvtxCall};
 pub use records::*;

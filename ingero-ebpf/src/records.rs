@@ -12,6 +12,9 @@ pub const FILENAME_LEN: usize = 128;
 /// Bytes of a kernel name a [`NameRecord`] carries (with its NUL). Longer names (41 % of
 /// libtorch's) are completed by the agent from the process's memory.
 pub const NAME_LEN: usize = 256;
+/// Bytes of an NVTX message an [`NvtxProbeRecord`] carries (with its NUL; 64 UTF-32 characters
+/// of a wide message).
+pub const NVTX_MESSAGE_LEN: usize = 256;
 
 /// What follows the header. The value also indexes the per-CPU ring buffer drop counters
 /// ([`crate::counters`]).
@@ -25,16 +28,19 @@ pub enum RecordKind {
     Fork = 5,
     /// A kernel name for a handle, or an alias between two handles ([`NameRecord`]).
     KernelName = 6,
+    /// An NVTX call seen by the fallback uprobes ([`NvtxProbeRecord`]).
+    NvtxProbe = 7,
 }
 
 impl RecordKind {
-    pub const ALL: [RecordKind; 6] = [
+    pub const ALL: [RecordKind; 7] = [
         RecordKind::Cuda,
         RecordKind::OffCpu,
         RecordKind::Exec,
         RecordKind::Exit,
         RecordKind::Fork,
         RecordKind::KernelName,
+        RecordKind::NvtxProbe,
     ];
 
     pub fn from_u16(v: u16) -> Option<Self> {
@@ -49,6 +55,7 @@ impl RecordKind {
             RecordKind::Exit => "exit",
             RecordKind::Fork => "fork",
             RecordKind::KernelName => "kernel_name",
+            RecordKind::NvtxProbe => "nvtx_probe",
         }
     }
 }
@@ -206,7 +213,40 @@ pub struct ProcessRecord {
     pub filename: [u8; FILENAME_LEN],
 }
 
+/// Bits of [`NvtxProbeRecord::flags`].
+pub mod nvtx_flags {
+    /// `message` holds UTF-32 code units (a `W` call, or an `Ex` call with a UNICODE message).
+    pub const WIDE: u32 = 1;
+    /// The message filled the record and may have been cut.
+    pub const TRUNCATED: u32 = 2;
+    /// The message (or the attributes holding it) could not be read.
+    pub const UNREADABLE: u32 = 4;
+    /// An `Ex` call whose message is neither ASCII nor UNICODE (a registered string handle,
+    /// which needs the tool's own table): no text.
+    pub const NOT_TEXT: u32 = 8;
+}
+
+/// One NVTX call caught by the fallback uprobes (a process with no ingero injection library):
+/// which function (`header.op`, an [`crate::NvtxCall`]), when, on which thread, and its message.
+/// No domain, category, color or payload: the fallback reads the message only.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct NvtxProbeRecord {
+    pub header: RecordHeader,
+    /// The stack pointer at entry: tells NVTX's lazy-init re-entry (the first call of a
+    /// library calls the function again from inside itself, just below on the same stack)
+    /// from a call of the program's own.
+    pub sp: u64,
+    /// Bytes of `message` before its NUL (for a wide message, a multiple of 4 read as is).
+    pub len: u32,
+    /// Bits from [`nvtx_flags`].
+    pub flags: u32,
+    /// The message: bytes for `A` and ASCII `Ex`, UTF-32LE units for `W` and UNICODE `Ex`.
+    pub message: [u8; NVTX_MESSAGE_LEN],
+}
+
 const _: () = assert!(size_of::<RecordHeader>() == 48);
+const _: () = assert!(size_of::<NvtxProbeRecord>() == 48 + 16 + NVTX_MESSAGE_LEN);
 const _: () = assert!(size_of::<CudaRecord>() == 48 + 16 + 8 * MAX_ARGS + 16);
 const _: () = assert!(size_of::<NameRecord>() == 48 + 24 + NAME_LEN);
 const _: () = assert!(size_of::<OffCpuRecord>() == 48 + 24 + COMM_LEN);

@@ -1,6 +1,13 @@
 //! Which CUDA libraries (runtimes and drivers) are probed: the libraries found at start (or
 //! named with `--cuda-lib`), each attached once (by device and inode), and the periodic rescan
-//! for libraries that processes load later.
+//! for libraries that processes load later. The same for the NVTX libraries of the NVTX
+//! fallback, when NVTX capture is on.
+//!
+//! Why the NVTX fallback is attached only with NVTX capture on (`--annotate`, `trace -- CMD`:
+//! the NVTX socket is open): it is the socket's fallback, and it costs a uprobe hit (µs) on
+//! every NVTX call of every process on the host that maps those libraries, which a session that
+//! did not ask for NVTX ranges should not pay. With the socket open, its peers are known, so
+//! a process captured by both routes is recorded once.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -14,6 +21,8 @@ use crate::probes::Probes;
 #[derive(Default)]
 pub(super) struct Attached {
     inodes: BTreeSet<(u64, u64)>,
+    /// NVTX libraries attached, by (device, inode).
+    nvtx_inodes: BTreeSet<(u64, u64)>,
     pids: BTreeSet<u32>,
     /// `path: symbols` per attached library, for the recording's session metadata.
     libraries: Vec<String>,
@@ -72,6 +81,36 @@ pub(super) fn attach_new(
         eprintln!("{line}");
     }
     Ok(new)
+}
+
+/// Attaches the NVTX fallback to the NVTX libraries that `pids` (or every process) map and
+/// that are not attached yet. Failures are said and skipped: NVTX is an extra.
+pub(super) fn attach_nvtx(probes: &mut Probes, attached: &mut Attached, pids: &Option<Vec<u32>>) {
+    let found = discover::nvtx::find_nvtx_libraries(std::path::Path::new("/proc"), pids.as_deref());
+    for library in found {
+        if !attached.nvtx_inodes.insert((library.dev, library.ino)) {
+            continue;
+        }
+        match probes.attach_nvtx_library(&library) {
+            Ok(symbols) if symbols.is_empty() => {}
+            Ok(symbols) => {
+                eprintln!(
+                    "ingero: {}: NVTX fallback on {} symbols",
+                    library.path.display(),
+                    symbols.len()
+                );
+                attached.libraries.push(format!(
+                    "{} (NVTX fallback): {}",
+                    library.path.display(),
+                    symbols.join(", ")
+                ));
+            }
+            Err(e) => eprintln!(
+                "ingero: {}: NVTX fallback not attached: {e:#}",
+                library.path.display()
+            ),
+        }
+    }
 }
 
 /// The libraries to attach at start: `cuda_libs` when given, else the runtimes and drivers

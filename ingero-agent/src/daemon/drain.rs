@@ -1,6 +1,6 @@
 //! The loop of a session: drain a ring buffer when it becomes readable (and both on a short
 //! tick, for records that did not wake the reactor), pass annotations on, and once a second
-//! flush, report and rescan; until the duration ends, a signal arrives or output fails, or the
+//! flush, report and rescan (CUDA and, with NVTX capture on, NVTX libraries); until the duration ends, a signal arrives or output fails, or the
 //! command of `trace -- CMD` exits (a signal is then passed to the command instead).
 
 use std::io::Write;
@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use aya::maps::{MapData, RingBuf};
 
 use super::annotations::{handle_annotation, recv, recv_nvtx};
-use super::attach::rescan;
+use super::attach::{attach_nvtx, rescan};
 use super::command::Running;
 use super::report::{drops, render, stats_json};
 use super::setup::Daemon;
@@ -113,14 +113,19 @@ fn each_second(d: &mut Daemon, stats_ticks: u64, last_rescan: &mut Instant) -> b
         print!("\x1b[H\x1b[2J{text}");
         let _ = std::io::stdout().flush();
     }
-    if d.rescan && last_rescan.elapsed() >= RESCAN_EVERY {
+    if (d.rescan || d.nvtx_fallback) && last_rescan.elapsed() >= RESCAN_EVERY {
         *last_rescan = Instant::now();
-        rescan(
-            &mut d.probes,
-            &mut d.attached,
-            &d.search_pids,
-            d.track_mappers,
-        );
+        if d.rescan {
+            rescan(
+                &mut d.probes,
+                &mut d.attached,
+                &d.search_pids,
+                d.track_mappers,
+            );
+        }
+        if d.nvtx_fallback {
+            attach_nvtx(&mut d.probes, &mut d.attached, &d.search_pids);
+        }
     }
     d.pipeline.output_error.is_none()
 }

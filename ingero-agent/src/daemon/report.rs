@@ -82,6 +82,16 @@ pub(super) fn drops(
         drops.push(("nvtx_bad_streams", c.bad_streams));
         drops.push(("nvtx_connections_refused", c.refused));
         drops.push(("nvtx_foreign_tids", c.foreign_tids));
+        // The fallback runs only with the socket open.
+        let f = pipeline.nvtx_fallback.counters;
+        drops.push(("nvtx_fallback_unmatched", f.unmatched));
+        drops.push(("nvtx_fallback_over_limit", f.over_limit));
+        if let Some(c) = &pipeline.nvtx_connected {
+            drops.push((
+                "nvtx_peers_not_remembered",
+                c.not_remembered.load(std::sync::atomic::Ordering::Relaxed),
+            ));
+        }
     }
     drops
 }
@@ -134,6 +144,14 @@ pub(super) fn stats_json(
         },
         "drops": drops,
         "annotations": ingest.map(|s| serde_json::to_value(s.counters()).unwrap_or_default()),
+        // With NVTX capture on: what the uprobe fallback produced (its losses are in drops).
+        "nvtx_fallback": pipeline.nvtx.as_ref().map(|_| {
+            let f = pipeline.nvtx_fallback.counters;
+            serde_json::json!({
+                "records": f.records, "unclosed": f.unclosed, "connected_dropped": f.connected,
+                "reentries_dropped": f.reentries,
+            })
+        }),
     })
 }
 

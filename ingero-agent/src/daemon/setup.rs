@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use ingero_trace::model::{NvtxRecord, SessionInfo};
 
 use super::annotations::{start_ingest, start_nvtx};
-use super::attach::{Attached, attach_new, discover_libraries};
+use super::attach::{Attached, attach_new, attach_nvtx, discover_libraries};
 use super::command::{self, Running};
 use super::config::{DaemonConfig, RecordConfig};
 use crate::annotate::{IngestConfig, IngestServer, ReceivedAnnotation};
@@ -46,6 +46,9 @@ pub(super) struct Daemon {
     pub(super) exit_code: u8,
     /// Whether newly loaded runtimes are looked for (not with `--cuda-lib`).
     pub(super) rescan: bool,
+    /// Whether the NVTX fallback is attached (NVTX capture is on), so rescans look for NVTX
+    /// libraries too.
+    pub(super) nvtx_fallback: bool,
     pub(super) duration: Option<Duration>,
     /// The table is redrawn every second: not with `--json`, and only on a terminal.
     pub(super) live_table: bool,
@@ -114,6 +117,10 @@ impl Daemon {
             },
             _ => (None, None, None),
         };
+        // The NVTX fallback goes with NVTX capture (see `attach.rs` for why).
+        if nvtx.is_some() {
+            attach_nvtx(&mut probes, &mut attached, &search_pids);
+        }
         // The command connects to the socket this session opened, and loads the copy of the
         // library it published (where the command line chose them).
         let command_config = command_config.map(|mut c| {
@@ -149,6 +156,7 @@ impl Daemon {
         pipeline.set_names_ring(rings.names);
         pipeline.stats.top_kernels = top_kernels;
         pipeline.nvtx = nvtx.as_ref().map(NvtxServer::shared_counters);
+        pipeline.nvtx_connected = nvtx.as_ref().map(NvtxServer::connected_pids);
         let cuda = register(rings.cuda)?;
         let sched = register(rings.sched)?;
         // Last, so the command's first calls find everything listening and recording.
@@ -160,6 +168,7 @@ impl Daemon {
             },
         };
         Ok(Daemon {
+            nvtx_fallback: nvtx.is_some(),
             probes,
             attached,
             pipeline,

@@ -39,6 +39,8 @@ pub(super) async fn finish(daemon: Daemon, signals: Signals) -> Result<ExitCode>
     pipeline.drain_names();
     drain(cuda.get_mut(), &mut pipeline);
     drain(sched.get_mut(), &mut pipeline);
+    // The fallback's ranges still open (their processes outlive tracing) end here.
+    pipeline.finish_nvtx_fallback();
     if let Some(rx) = annotations.as_mut() {
         while let Ok(annotation) = rx.try_recv() {
             handle_annotation(&mut pipeline, annotation);

@@ -11,9 +11,11 @@ use ingero_trace::model::{
 };
 
 use ingero_ebpf::{
-    CudaOp, CudaRecord, NameRecord, OffCpuReason, OffCpuRecord, ProcessRecord, RecordHeader,
-    RecordKind, name_flags, process_flags,
+    CudaOp, CudaRecord, NVTX_MESSAGE_LEN, NameRecord, NvtxCall, NvtxProbeRecord, OffCpuReason,
+    OffCpuRecord, ProcessRecord, RecordHeader, RecordKind, name_flags, nvtx_flags, process_flags,
 };
+
+use crate::nvtx::fallback::ProbedCall;
 
 /// Why a record could not be decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -61,7 +63,8 @@ ring_records!(
     CudaRecord,
     OffCpuRecord,
     ProcessRecord,
-    NameRecord
+    NameRecord,
+    NvtxProbeRecord
 );
 
 /// What a [`NameRecord`] says about one handle of one process.
@@ -122,6 +125,64 @@ pub fn decode_name(bytes: &[u8]) -> Result<NameFact, DecodeError> {
         op,
         handle: r.handle,
         what,
+    })
+}
+
+/// The kind of a ring record, without decoding it (the pipeline routes NVTX fallback records
+/// away from [`decode`]).
+pub fn kind_of(bytes: &[u8]) -> Option<RecordKind> {
+    let kind = u16::from_ne_bytes([*bytes.first()?, *bytes.get(1)?]);
+    RecordKind::from_u16(kind)
+}
+
+/// Decodes an NVTX fallback record: the call, its thread and its message (bytes read as UTF-8
+/// with replacement, UTF-32 units up to the first NUL unit).
+pub fn decode_nvtx_probe(bytes: &[u8]) -> Result<ProbedCall, DecodeError> {
+    if bytes.len() < size_of::<RecordHeader>() {
+        return Err(DecodeError::Short(bytes.len()));
+    }
+    let header: RecordHeader = read(bytes, 0)?;
+    if header.kind != RecordKind::NvtxProbe as u16 {
+        return Err(DecodeError::UnknownKind(header.kind));
+    }
+    let r: NvtxProbeRecord = read(bytes, header.kind)?;
+    let call = NvtxCall::from_u16(r.header.op).ok_or(DecodeError::UnknownOp(r.header.op))?;
+    let len = (r.len as usize).min(NVTX_MESSAGE_LEN);
+    let text = &r.message[..len];
+    let mut truncated = r.flags & nvtx_flags::TRUNCATED != 0;
+    let message = if r.flags & nvtx_flags::WIDE != 0 {
+        let mut s = String::new();
+        let mut ended = false;
+        for unit in text.chunks_exact(4) {
+            let v = u32::from_le_bytes([unit[0], unit[1], unit[2], unit[3]]);
+            if v == 0 {
+                ended = true;
+                break;
+            }
+            s.push(char::from_u32(v).unwrap_or(char::REPLACEMENT_CHARACTER));
+        }
+        // The whole buffer was read and held no NUL: the string goes on.
+        truncated |= !ended && len == NVTX_MESSAGE_LEN;
+        s
+    } else {
+        let end = text.iter().position(|b| *b == 0).unwrap_or(len);
+        String::from_utf8_lossy(&text[..end]).into_owned()
+    };
+    let comm_end = r
+        .header
+        .comm
+        .iter()
+        .position(|b| *b == 0)
+        .unwrap_or(r.header.comm.len());
+    Ok(ProbedCall {
+        call,
+        ts_ns: r.header.ts_ns,
+        sp: r.sp,
+        pid: r.header.tgid,
+        tid: r.header.tid,
+        comm: String::from_utf8_lossy(&r.header.comm[..comm_end]).into_owned(),
+        message,
+        truncated,
     })
 }
 
@@ -191,7 +252,9 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 next_comm: Comm::new(r.next_comm),
             }))
         }
-        RecordKind::KernelName => Err(DecodeError::UnknownKind(header.kind)),
+        RecordKind::KernelName | RecordKind::NvtxProbe => {
+            Err(DecodeError::UnknownKind(header.kind))
+        }
         RecordKind::Exec | RecordKind::Exit | RecordKind::Fork => {
             let r: ProcessRecord = read(bytes, header.kind)?;
             let thread = r.flags & process_flags::THREAD != 0;

@@ -435,3 +435,57 @@ fn a_name_record_decodes_to_its_text_or_alias() {
     assert_eq!(fact.what, NameWhat::Alias(0x7000));
     assert!(decode_name(&record_bytes(&rec)[..40]).is_err());
 }
+
+#[test]
+fn an_nvtx_probe_record_decodes_its_ascii_or_wide_message() {
+    use ingero_ebpf::{NVTX_MESSAGE_LEN, NvtxCall, NvtxProbeRecord, nvtx_flags};
+    let mut message = [0u8; NVTX_MESSAGE_LEN];
+    message[..6].copy_from_slice(b"outer\0");
+    let mut rec = NvtxProbeRecord {
+        header: header(RecordKind::NvtxProbe, NvtxCall::RangePushA as u16),
+        sp: 0x7ff0,
+        len: 5,
+        flags: 0,
+        message,
+    };
+    assert_eq!(kind_of(record_bytes(&rec)), Some(RecordKind::NvtxProbe));
+    let c = decode_nvtx_probe(record_bytes(&rec)).expect("decodes");
+    assert_eq!(
+        (
+            c.call,
+            c.pid,
+            c.tid,
+            c.ts_ns,
+            c.comm.as_str(),
+            c.message.as_str()
+        ),
+        (NvtxCall::RangePushA, 42, 43, 1000, "python3", "outer")
+    );
+    assert!(!c.truncated);
+
+    // UTF-32: "é!" then NUL, the rest of the buffer garbage.
+    let mut wide = [0xffu8; NVTX_MESSAGE_LEN];
+    for (i, ch) in ['é', '!', '\0'].iter().enumerate() {
+        wide[i * 4..i * 4 + 4].copy_from_slice(&(*ch as u32).to_le_bytes());
+    }
+    rec.message = wide;
+    rec.len = NVTX_MESSAGE_LEN as u32;
+    rec.flags = nvtx_flags::WIDE;
+    let c = decode_nvtx_probe(record_bytes(&rec)).expect("decodes");
+    assert_eq!(c.message, "é!");
+    assert!(!c.truncated);
+    // A full buffer with no NUL unit goes on past it.
+    rec.message = [0x41; NVTX_MESSAGE_LEN];
+    let c = decode_nvtx_probe(record_bytes(&rec)).expect("decodes");
+    assert!(c.truncated);
+    assert_eq!(c.message.chars().count(), NVTX_MESSAGE_LEN / 4);
+
+    rec.header.op = 999;
+    assert_eq!(
+        decode_nvtx_probe(record_bytes(&rec)),
+        Err(DecodeError::UnknownOp(999))
+    );
+    assert!(decode_nvtx_probe(&record_bytes(&rec)[..60]).is_err());
+    // The event decoder leaves it to the fallback.
+    assert!(decode(record_bytes(&rec)).is_err());
+}

@@ -3,6 +3,7 @@
 
 pub mod kind;
 pub mod libraries;
+pub mod nvtx;
 pub mod places;
 pub mod symbols;
 

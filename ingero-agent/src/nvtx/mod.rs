@@ -3,8 +3,10 @@
 //! ([`pairing`]), and the publication of the library beside the socket ([`publish_library`])
 //! so `ingero run`, `trace -- CMD` and `import ingero_annotate` find it without configuration.
 //! The socket sits beside the annotation socket, with the same permissions: it is opened
-//! with `--annotate`.
+//! with `--annotate`. Processes without the library are covered, less completely, by uprobes
+//! on the NVTX libraries they map ([`fallback`]).
 
+pub mod fallback;
 pub mod pairing;
 pub mod server;
 

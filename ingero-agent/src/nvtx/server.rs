@@ -77,12 +77,53 @@ impl NvtxCounters {
     }
 }
 
+/// The processes that connected (by the kernel's peer pid), so the NVTX fallback's uprobes do
+/// not record their calls a second time. A pid stays until its process exits (the pipeline
+/// removes it on the exit event, which comes after the process's last fallback record): a
+/// process that disconnects early still had its library. Bounded: when full, pids whose
+/// process is gone are forgotten first; past that, a connection is not remembered (counted).
+#[derive(Debug, Default)]
+pub struct ConnectedPids {
+    pids: std::sync::Mutex<std::collections::HashSet<u32>>,
+    pub not_remembered: AtomicU64,
+}
+
+const MAX_CONNECTED_PIDS: usize = 65_536;
+
+impl ConnectedPids {
+    fn set(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<u32>> {
+        // A panic while holding the lock leaves a plain set behind: still usable.
+        self.pids.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn insert(&self, pid: u32) {
+        let mut set = self.set();
+        if set.len() >= MAX_CONNECTED_PIDS {
+            set.retain(|p| Path::new(&format!("/proc/{p}")).exists());
+        }
+        if set.len() >= MAX_CONNECTED_PIDS {
+            self.not_remembered.fetch_add(1, Relaxed);
+            return;
+        }
+        set.insert(pid);
+    }
+
+    pub fn contains(&self, pid: u32) -> bool {
+        self.set().contains(&pid)
+    }
+
+    pub fn remove(&self, pid: u32) {
+        self.set().remove(&pid);
+    }
+}
+
 /// A running NVTX socket.
 #[derive(Debug)]
 pub struct NvtxServer {
     path: PathBuf,
     identity: SocketIdentity,
     counters: Arc<NvtxCounters>,
+    connected: Arc<ConnectedPids>,
     stop: watch::Sender<bool>,
     accept_task: JoinHandle<()>,
 }
@@ -113,14 +154,21 @@ impl NvtxServer {
         }
         open_to_all(&bound.path, cfg.manage_dir)?;
         let counters = Arc::new(NvtxCounters::default());
+        let connected = Arc::new(ConnectedPids::default());
         let (tx, rx) = mpsc::channel(QUEUE);
         let (stop, stop_rx) = watch::channel(false);
-        let accept_task = tokio::spawn(accept_loop(bound.listener, tx, counters.clone(), stop_rx));
+        let shared = Shared {
+            tx,
+            counters: counters.clone(),
+            connected: connected.clone(),
+        };
+        let accept_task = tokio::spawn(accept_loop(bound.listener, shared, stop_rx));
         Ok((
             NvtxServer {
                 path: bound.path,
                 identity: bound.identity,
                 counters,
+                connected,
                 stop,
                 accept_task,
             },
@@ -137,6 +185,11 @@ impl NvtxServer {
     }
 
     /// The live counters, for the pipeline's statistics.
+    /// The processes connected so far.
+    pub fn connected_pids(&self) -> Arc<ConnectedPids> {
+        self.connected.clone()
+    }
+
     pub fn shared_counters(&self) -> Arc<NvtxCounters> {
         self.counters.clone()
     }
@@ -188,12 +241,16 @@ fn allow_search(path: &Path, manage_dir: bool) -> anyhow::Result<()> {
     .with_context(|| format!("letting others enter {}", dir.display()))
 }
 
-async fn accept_loop(
-    listener: UnixListener,
+/// What every connection's task shares.
+#[derive(Clone)]
+struct Shared {
     tx: mpsc::Sender<NvtxRecord>,
     counters: Arc<NvtxCounters>,
-    mut stop: watch::Receiver<bool>,
-) {
+    connected: Arc<ConnectedPids>,
+}
+
+async fn accept_loop(listener: UnixListener, shared: Shared, mut stop: watch::Receiver<bool>) {
+    let counters = shared.counters.clone();
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
@@ -206,8 +263,7 @@ async fn accept_loop(
                         continue;
                     }
                     counters.connections.fetch_add(1, Relaxed);
-                    let (tx, counters, stop) = (tx.clone(), counters.clone(), stop.clone());
-                    conns.spawn(serve(stream, tx, counters, stop));
+                    conns.spawn(serve(stream, shared.clone(), stop.clone()));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accepting an NVTX connection");
@@ -221,17 +277,22 @@ async fn accept_loop(
 }
 
 /// One process's connection, to its end.
-async fn serve(
-    mut stream: UnixStream,
-    tx: mpsc::Sender<NvtxRecord>,
-    counters: Arc<NvtxCounters>,
-    mut stop: watch::Receiver<bool>,
-) {
+async fn serve(mut stream: UnixStream, shared: Shared, mut stop: watch::Receiver<bool>) {
+    let Shared {
+        tx,
+        counters,
+        connected,
+    } = shared;
     let peer_pid = stream
         .peer_cred()
         .ok()
         .and_then(|c| c.pid())
         .and_then(|p| u32::try_from(p).ok());
+    // At once, before the hello: the process's first NVTX call (the one that loaded the
+    // library) is already in the fallback's ring.
+    if let Some(pid) = peer_pid {
+        connected.insert(pid);
+    }
     let mut hello = [0u8; HELLO_LEN];
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, stream.read_exact(&mut hello)).await {
         Ok(Ok(_)) => wire::decode_hello(&hello).ok(),

@@ -1,5 +1,6 @@
 //! Attaching programs: the CUDA entry/return pair to each exported symbol of a library (with
-//! the op and its flags in the attach cookie), and the kernel tracepoints.
+//! the op and its flags in the attach cookie), the NVTX fallback's entry program to each NVTX
+//! function of an NVTX library (the call in the cookie), and the kernel tracepoints.
 
 use std::collections::BTreeSet;
 
@@ -14,9 +15,10 @@ use aya::{
 };
 use ingero_ebpf::{CudaOp, OpFlags, cuda_ops::cookie};
 
-use crate::discover::{LibraryFile, exported_functions};
+use crate::discover::{LibraryFile, exported_functions, nvtx::NvtxLibrary};
 
 const ENTRY: &str = "cuda_enter";
+const NVTX_ENTRY: &str = "nvtx_enter";
 const RETURN: &str = "cuda_return";
 const TRACEPOINTS: &[(&str, &str, &str)] = &[
     ("sched_switch", "sched", "sched_switch"),
@@ -119,6 +121,38 @@ pub fn library(ebpf: &mut Ebpf, links: &mut Links, library: &LibraryFile) -> Res
         }
     }
     Ok(report)
+}
+
+/// Attaches the NVTX fallback's program to every copy of every probed NVTX function the
+/// library defines (exported or local); returns the symbols attached, once each.
+pub fn nvtx_library(
+    ebpf: &mut Ebpf,
+    links: &mut Links,
+    library: &NvtxLibrary,
+) -> Result<Vec<&'static str>> {
+    ensure_loaded(ebpf, links, NVTX_ENTRY)?;
+    let points = crate::discover::nvtx::nvtx_entry_points(&library.path)?;
+    let mut attached = Vec::new();
+    for (call, offset) in points {
+        let point = UProbeAttachPoint {
+            location: UProbeAttachLocation::AbsoluteOffset(offset),
+            cookie: Some(call as u64),
+        };
+        let link = uprobe(ebpf, NVTX_ENTRY)?
+            .attach(point, &library.path, UProbeScope::AllProcesses)
+            .with_context(|| {
+                format!(
+                    "attaching to {} in {}",
+                    call.symbol(),
+                    library.path.display()
+                )
+            })?;
+        links.entries.push(link);
+        if !attached.contains(&call.symbol()) {
+            attached.push(call.symbol());
+        }
+    }
+    Ok(attached)
 }
 
 /// Attaches the scheduler and process tracepoints; returns how many.

@@ -178,6 +178,15 @@ impl Probes {
         attach::library(&mut self.ebpf, &mut self.links, library)
     }
 
+    /// Attaches the NVTX fallback's program to the library's NVTX functions; returns the
+    /// symbols attached.
+    pub fn attach_nvtx_library(
+        &mut self,
+        library: &crate::discover::nvtx::NvtxLibrary,
+    ) -> Result<Vec<&'static str>> {
+        attach::nvtx_library(&mut self.ebpf, &mut self.links, library)
+    }
+
     /// Number of live probe links.
     pub fn probe_count(&self) -> usize {
         self.links.len()

@@ -46,6 +46,24 @@ pub fn is_tracked(tgid: u32) -> bool {
     unsafe { TRACKED.get(&tgid) }.is_some()
 }
 
+/// Whether a uprobe hit of `tgid` is recorded: never the agent's own, never while stopping;
+/// with `--pid` (or a command) only tracked processes; otherwise every process, which becomes
+/// tracked (its scheduling and lifecycle are followed from then on).
+#[inline(always)]
+pub fn admitted(tgid: u32) -> bool {
+    let Some(cfg) = config() else { return false };
+    if tgid == cfg.agent_tgid {
+        return false;
+    }
+    if !is_tracked(tgid) {
+        if cfg.filter_mode == ingero_ebpf::FilterMode::Listed as u32 {
+            return false;
+        }
+        track(tgid);
+    }
+    true
+}
+
 /// Adds a thread group to the tracked set, counting a failure (map full).
 #[inline(always)]
 pub fn track(tgid: u32) {

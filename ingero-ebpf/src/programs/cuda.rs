@@ -14,12 +14,12 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use ingero_ebpf::{
-    ALLOC_PTR_SLOT, CudaRecord, FREE_SIZE_SLOT, FilterMode, OpFlags, RecordKind, counters,
+    ALLOC_PTR_SLOT, CudaRecord, FREE_SIZE_SLOT, OpFlags, RecordKind, counters,
     cuda_ops::{cookie_variant, split_cookie},
 };
 
 use super::{
-    context::{config, count, header, is_tracked, now_ns, submit_flags, track},
+    context::{admitted, config, count, header, now_ns, submit_flags},
     cuda_args,
     maps::{
         ALLOCS, AllocKey, CUDA_EVENTS, FRAMES_TEMPLATE, MAX_DEPTH, THREAD_FRAMES, ThreadFrames,
@@ -66,15 +66,8 @@ fn frames_of(pid_tgid: u64) -> Option<*mut ThreadFrames> {
 fn enter(ctx: &ProbeContext) {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    let Some(cfg) = config() else { return };
-    if tgid == cfg.agent_tgid {
+    if !admitted(tgid) {
         return;
-    }
-    if !is_tracked(tgid) {
-        if cfg.filter_mode == FilterMode::Listed as u32 {
-            return;
-        }
-        track(tgid);
     }
     // SAFETY: the context is a valid uprobe context.
     let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
