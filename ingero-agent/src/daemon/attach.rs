@@ -60,7 +60,18 @@ pub(super) fn attach_new(
         if !attached.inodes.insert((library.dev, library.ino)) {
             continue;
         }
-        let report = probes.attach_library(&library)?;
+        let report = match probes.attach_library(&library) {
+            Ok(r) => r,
+            // A copy found in a process's mappings can vanish before it is attached (the
+            // process exited and its file was deleted): said and skipped (its inode stays
+            // known, so a rescan does not say it again). A library the user named, or an
+            // installed one, is an error.
+            Err(e) if !library.mapped_by.is_empty() => {
+                eprintln!("ingero: skipping {}: {e:#}", library.path.display());
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         new += 1;
         attached.libraries.push(format!(
             "{}: {}",
