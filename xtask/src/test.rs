@@ -4,7 +4,7 @@
 //! 2. `cargo fmt --check`, `cargo clippy -D warnings`, no import cycles between source files
 //!    (`cargo xtask cycles`) and no source file over 800 lines,
 //! 3. the eBPF freshness check (rebuild from source, compare with the committed object),
-//! 4. unit tests,
+//! 4. unit tests (with the NVTX producers fetched by [`crate::test_deps`]),
 //! 5. kernel tests as root against the real libcudart 12 and 13 from the PyPI wheels and the
 //!    real libcuda of Debian's `libcuda1` package (fetched by [`crate::test_deps`]),
 //! 6. Python tests against the real agent binary.
@@ -16,7 +16,10 @@ use clap::Args;
 
 use crate::{
     cycles, ebpf, file_size,
-    test_deps::{fetch_cudart, fetch_cudart13, fetch_libcuda},
+    test_deps::{
+        fetch_cudart, fetch_cudart13, fetch_libcuda, fetch_nvtoolsext, fetch_nvtx_include,
+        fetch_nvtx3interop,
+    },
     util::{is_root, run as run_cmd, workspace_root},
 };
 
@@ -69,13 +72,25 @@ pub fn run(args: &TestArgs) -> Result<()> {
     };
 
     run_cmd(with_object(cargo()).args(["build", "--release", "--workspace"]))?;
-    run_cmd(with_object(cargo()).args([
-        "test",
-        "--release",
-        "--workspace",
-        "--exclude",
-        "ingero-e2e",
-    ]))?;
+    // The NVTX producers the injection library's tests and the fallback's kernel tests drive
+    // (headers, libnvToolsExt, libnvtx3interop from their PyPI wheels): fetched before the
+    // tests, so a missing one fails here rather than being skipped.
+    let nvtx = [
+        ("INGERO_NVTX_INCLUDE", fetch_nvtx_include()?),
+        ("INGERO_NVTOOLSEXT", fetch_nvtoolsext()?),
+        ("INGERO_NVTX3INTEROP", fetch_nvtx3interop()?),
+    ];
+    run_cmd(
+        with_object(cargo())
+            .args([
+                "test",
+                "--release",
+                "--workspace",
+                "--exclude",
+                "ingero-e2e",
+            ])
+            .envs(nvtx.iter().map(|(k, v)| (*k, v))),
+    )?;
 
     let bin = root.join("target/release/ingero");
     let cudart = fetch_cudart()?;
@@ -102,7 +117,8 @@ pub fn run(args: &TestArgs) -> Result<()> {
                 .env("INGERO_BIN", &bin)
                 .env("INGERO_CUDART", &cudart)
                 .env("INGERO_CUDART13", &cudart13)
-                .env("INGERO_LIBCUDA", &libcuda),
+                .env("INGERO_LIBCUDA", &libcuda)
+                .envs(nvtx.iter().map(|(k, v)| (*k, v))),
         )?;
     }
     python_tests(&bin, &cudart)

@@ -54,8 +54,14 @@ pub fn lib_path() -> PathBuf {
     panic!("libingero_nvtx.so not found beside {}", dir.display());
 }
 
-/// A test dependency: `$var`, else `<target>/test-deps/nvtx/<default>`, if it exists.
+/// A test dependency: `$var`, else `<target>/test-deps/nvtx/<default>`, if it exists. A
+/// variable that is set (as `cargo xtask test` sets it) must name something that exists: that
+/// is a failure, not a skip.
 pub fn test_dep(var: &str, default: &str) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(var).map(PathBuf::from) {
+        assert!(p.exists(), "{var}={} does not exist", p.display());
+        return Some(p);
+    }
     let p = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
         profile_dir()
             .join("..")
