@@ -11,11 +11,13 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::mpsc;
 
 use anyhow::Result;
 
-use crate::discover::{self, LibraryFile, libraries::Search};
+use crate::discover::{self, LibraryFile, libraries::Search, nvtx::NvtxLibrary};
 use crate::probes::Probes;
+use ingero_ebpf::NvtxCall;
 
 /// Libraries attached so far, by (device, inode), and processes already tracked.
 #[derive(Default)]
@@ -26,6 +28,18 @@ pub(super) struct Attached {
     pids: BTreeSet<u32>,
     /// `path: symbols` per attached library, for the recording's session metadata.
     libraries: Vec<String>,
+    /// NVTX libraries whose entry points are being read on a thread of their own (a large
+    /// `.symtab` such as libtorch_python's takes long enough to stall the event loop), and
+    /// where the results arrive.
+    nvtx_results: Option<NvtxResults>,
+}
+
+/// An NVTX library and its entry points (or why they could not be read).
+type NvtxParsed = (NvtxLibrary, Result<Vec<(NvtxCall, u64)>>);
+
+struct NvtxResults {
+    tx: mpsc::Sender<NvtxParsed>,
+    rx: mpsc::Receiver<NvtxParsed>,
 }
 
 impl Attached {
@@ -95,32 +109,82 @@ pub(super) fn attach_new(
 }
 
 /// Attaches the NVTX fallback to the NVTX libraries that `pids` (or every process) map and
-/// that are not attached yet. Failures are said and skipped: NVTX is an extra.
-pub(super) fn attach_nvtx(probes: &mut Probes, attached: &mut Attached, pids: &Option<Vec<u32>>) {
+/// that are not attached yet. At start (`inline`) their entry points are read here; later a
+/// new library's are read on a thread of its own and attached by [`collect_nvtx`] (each
+/// second), so the event loop never waits on a large symbol table such as libtorch_python's.
+/// Failures are said and skipped: NVTX is an extra.
+pub(super) fn attach_nvtx(
+    probes: &mut Probes,
+    attached: &mut Attached,
+    pids: &Option<Vec<u32>>,
+    inline: bool,
+) {
     let found = discover::nvtx::find_nvtx_libraries(std::path::Path::new("/proc"), pids.as_deref());
     for library in found {
         if !attached.nvtx_inodes.insert((library.dev, library.ino)) {
             continue;
         }
-        match probes.attach_nvtx_library(&library) {
-            Ok(symbols) if symbols.is_empty() => {}
-            Ok(symbols) => {
-                eprintln!(
-                    "ingero: {}: NVTX fallback on {} symbols",
-                    library.path.display(),
-                    symbols.len()
-                );
-                attached.libraries.push(format!(
-                    "{} (NVTX fallback): {}",
-                    library.path.display(),
-                    symbols.join(", ")
-                ));
-            }
-            Err(e) => eprintln!(
-                "ingero: {}: NVTX fallback not attached: {e:#}",
-                library.path.display()
-            ),
+        if inline {
+            let points = discover::nvtx::nvtx_entry_points(&library.path);
+            attach_nvtx_points(probes, attached, library, points);
+            continue;
         }
+        let tx = attached.nvtx_results().tx.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ingero-nvtx-elf".into())
+            .spawn(move || {
+                let points = discover::nvtx::nvtx_entry_points(&library.path);
+                let _ = tx.send((library, points));
+            });
+        if let Err(e) = spawned {
+            eprintln!("ingero: NVTX fallback: cannot read a library's symbols: {e}");
+        }
+    }
+}
+
+/// Attaches the NVTX libraries whose entry points were read since the last call.
+pub(super) fn collect_nvtx(probes: &mut Probes, attached: &mut Attached) {
+    loop {
+        let Ok((library, points)) = attached.nvtx_results().rx.try_recv() else {
+            return;
+        };
+        attach_nvtx_points(probes, attached, library, points);
+    }
+}
+
+fn attach_nvtx_points(
+    probes: &mut Probes,
+    attached: &mut Attached,
+    library: NvtxLibrary,
+    points: Result<Vec<(NvtxCall, u64)>>,
+) {
+    match points.and_then(|p| probes.attach_nvtx_points(&library, &p)) {
+        Ok(symbols) if symbols.is_empty() => {}
+        Ok(symbols) => {
+            eprintln!(
+                "ingero: {}: NVTX fallback on {} symbols",
+                library.path.display(),
+                symbols.len()
+            );
+            attached.libraries.push(format!(
+                "{} (NVTX fallback): {}",
+                library.path.display(),
+                symbols.join(", ")
+            ));
+        }
+        Err(e) => eprintln!(
+            "ingero: {}: NVTX fallback not attached: {e:#}",
+            library.path.display()
+        ),
+    }
+}
+
+impl Attached {
+    fn nvtx_results(&mut self) -> &NvtxResults {
+        self.nvtx_results.get_or_insert_with(|| {
+            let (tx, rx) = mpsc::channel();
+            NvtxResults { tx, rx }
+        })
     }
 }
 

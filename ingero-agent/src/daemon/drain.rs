@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use aya::maps::{MapData, RingBuf};
 
 use super::annotations::{handle_annotation, recv, recv_nvtx};
-use super::attach::{attach_nvtx, rescan};
+use super::attach::{attach_nvtx, collect_nvtx, rescan};
 use super::command::Running;
 use super::report::{drops, render, stats_json};
 use super::setup::Daemon;
@@ -124,8 +124,11 @@ fn each_second(d: &mut Daemon, stats_ticks: u64, last_rescan: &mut Instant) -> b
             );
         }
         if d.nvtx_fallback {
-            attach_nvtx(&mut d.probes, &mut d.attached, &d.search_pids);
+            attach_nvtx(&mut d.probes, &mut d.attached, &d.search_pids, false);
         }
+    }
+    if d.nvtx_fallback {
+        collect_nvtx(&mut d.probes, &mut d.attached);
     }
     d.pipeline.output_error.is_none()
 }

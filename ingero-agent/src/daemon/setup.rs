@@ -119,7 +119,7 @@ impl Daemon {
         };
         // The NVTX fallback goes with NVTX capture (see `attach.rs` for why).
         if nvtx.is_some() {
-            attach_nvtx(&mut probes, &mut attached, &search_pids);
+            attach_nvtx(&mut probes, &mut attached, &search_pids, true);
         }
         // The command connects to the socket this session opened, and loads the copy of the
         // library it published (where the command line chose them).

@@ -13,7 +13,7 @@ use aya::{
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope},
     },
 };
-use ingero_ebpf::{CudaOp, OpFlags, cuda_ops::cookie};
+use ingero_ebpf::{CudaOp, NvtxCall, OpFlags, cuda_ops::cookie};
 
 use crate::discover::{LibraryFile, exported_functions, nvtx::NvtxLibrary};
 
@@ -130,10 +130,21 @@ pub fn nvtx_library(
     links: &mut Links,
     library: &NvtxLibrary,
 ) -> Result<Vec<&'static str>> {
-    ensure_loaded(ebpf, links, NVTX_ENTRY)?;
     let points = crate::discover::nvtx::nvtx_entry_points(&library.path)?;
+    nvtx_points(ebpf, links, library, &points)
+}
+
+/// Attaches the NVTX fallback at `points` (read beforehand: see
+/// `discover::nvtx::nvtx_entry_points`); returns the functions attached.
+pub fn nvtx_points(
+    ebpf: &mut Ebpf,
+    links: &mut Links,
+    library: &NvtxLibrary,
+    points: &[(NvtxCall, u64)],
+) -> Result<Vec<&'static str>> {
+    ensure_loaded(ebpf, links, NVTX_ENTRY)?;
     let mut attached = Vec::new();
-    for (call, offset) in points {
+    for &(call, offset) in points {
         let point = UProbeAttachPoint {
             location: UProbeAttachLocation::AbsoluteOffset(offset),
             cookie: Some(call as u64),

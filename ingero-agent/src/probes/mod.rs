@@ -187,6 +187,15 @@ impl Probes {
         attach::nvtx_library(&mut self.ebpf, &mut self.links, library)
     }
 
+    /// The same at entry points read beforehand (off the event loop).
+    pub fn attach_nvtx_points(
+        &mut self,
+        library: &crate::discover::nvtx::NvtxLibrary,
+        points: &[(ingero_ebpf::NvtxCall, u64)],
+    ) -> Result<Vec<&'static str>> {
+        attach::nvtx_points(&mut self.ebpf, &mut self.links, library, points)
+    }
+
     /// Number of live probe links.
     pub fn probe_count(&self) -> usize {
         self.links.len()
