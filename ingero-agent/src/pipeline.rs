@@ -29,7 +29,7 @@ use ingero_trace::model::{
 use crate::{
     decode::{self, DecodeError, NameFact, NameWhat},
     graphs::Graphs,
-    kernels::{KernelNameLimits, KernelNames, MAX_NAME_LEN, read_user_string},
+    kernels::{KernelNameLimits, KernelNames},
     live::Stats,
     nvtx::fallback::Fallback,
     nvtx::server::{ConnectedPids, NvtxCounters},
@@ -129,17 +129,7 @@ impl Pipeline {
                 self.stats.names_learned += 1;
             }
             NameWhat::Alias(target) => self.kernels.alias(fact.pid, fact.handle, target),
-            // The string is in the process's memory, which the agent can read (faulting the
-            // page in, as the probe could not) while the process lives.
-            NameWhat::Unreadable { addr } => match read_user_string(fact.pid, addr, MAX_NAME_LEN) {
-                Ok(bytes) if !bytes.is_empty() && bytes.len() < MAX_NAME_LEN => {
-                    let name = self.kernels.name(&bytes, source, false);
-                    self.kernels.insert(fact.pid, fact.handle, name);
-                    self.stats.names_learned += 1;
-                    self.stats.names_read_late += 1;
-                }
-                _ => self.stats.unreadable_names += 1,
-            },
+            NameWhat::Unreadable => self.stats.unreadable_names += 1,
         }
     }
 

@@ -78,8 +78,6 @@ pub struct Stats {
     /// Driver calls made inside a traced runtime call (not counted as operations of their own).
     pub nested: u64,
     /// Kernel names the probes could not read.
-    /// Names the probe could not read that were read from the process afterwards.
-    pub names_read_late: u64,
     pub unreadable_names: u64,
     /// Kernel names learnt (registrations and driver lookups), over the whole session.
     pub names_learned: u64,
