@@ -129,7 +129,12 @@ impl Pipeline {
                 self.stats.names_learned += 1;
             }
             NameWhat::Alias(target) => self.kernels.alias(fact.pid, fact.handle, target),
-            NameWhat::Unreadable => self.stats.unreadable_names += 1,
+            // Read from the process (faulting the page in, as the probe could not) when a
+            // launch first asks for it.
+            NameWhat::Unreadable { addr } => {
+                self.kernels.defer(fact.pid, fact.handle, addr, source);
+                self.stats.names_deferred += 1;
+            }
         }
     }
 

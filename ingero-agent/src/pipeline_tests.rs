@@ -148,3 +148,68 @@ fn an_exited_process_forgets_its_names() {
     let kernels = kernels_of(&out);
     assert_eq!(kernels.last(), Some(&Value::Null), "{kernels:?}");
 }
+
+/// A name the probe could not read (its page was not resident) is read from the process's
+/// memory when a launch asks for it: here the test's own, where the string is.
+#[test]
+fn a_name_the_probe_could_not_read_is_read_from_the_process() {
+    static NAME: &[u8] = b"_ZN4demo5scaleILi4EEEvPffi\0";
+    let me = std::process::id();
+    let mine = |kind, op| RecordHeader {
+        tgid: me,
+        tid: me,
+        ..header(kind, op, 10)
+    };
+    let unreadable = NameRecord {
+        header: mine(RecordKind::KernelName, CudaOp::RegisterFunction),
+        handle: 0x1000,
+        other: NAME.as_ptr() as u64,
+        len: 0,
+        flags: name_flags::UNREADABLE,
+        name: [0; NAME_LEN],
+    };
+    let launch = CudaRecord {
+        header: mine(RecordKind::Cuda, CudaOp::LaunchKernel),
+        duration_ns: 10,
+        ret: 0,
+        args: [0x1000, 1 | 1 << 32, 1, 32 | 1 << 32, 1, 0, 0, 0],
+        out: 0,
+        parent_op: 0,
+        variant: 0,
+        depth: 0,
+    };
+    let out = Shared::default();
+    let mut p = Pipeline::new(Some(Box::new(out.clone())));
+    p.handle_name_record(record_bytes(&unreadable));
+    p.handle_record(record_bytes(&launch));
+    p.flush();
+    assert_eq!(
+        kernels_of(&out),
+        ["void demo::scale<4>(float*, float, int)"]
+    );
+    let names = p.kernels.stats();
+    assert_eq!(
+        (p.stats.names_deferred, names.read_late, names.unreadable),
+        (1, 1, 0)
+    );
+    // Nowhere to read (address 0): counted as unreadable when its launch asks, not before.
+    let gone = NameRecord {
+        other: 0,
+        handle: 0x2000,
+        ..unreadable
+    };
+    p.handle_name_record(record_bytes(&gone));
+    assert_eq!(p.kernels.stats().unreadable, 0);
+    let launch_gone = CudaRecord {
+        args: [0x2000, 1 | 1 << 32, 1, 32 | 1 << 32, 1, 0, 0, 0],
+        ..launch
+    };
+    p.handle_record(record_bytes(&launch_gone));
+    p.flush();
+    let names = p.kernels.stats();
+    assert_eq!(
+        (p.stats.names_deferred, names.read_late, names.unreadable),
+        (2, 1, 1)
+    );
+    assert_eq!(kernels_of(&out).len(), 2);
+}

@@ -23,20 +23,38 @@ mod setup;
 mod shutdown;
 mod signals;
 
+#[cfg(test)]
+mod runtime_tests;
+
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 
 pub use config::{CommandConfig, DaemonConfig, RecordConfig, nvtx_peer_allowed};
 
+/// Worker threads for the annotation and NVTX sockets' tasks: one is enough (each line costs
+/// microseconds), and it is not the drain loop's.
+const SOCKET_WORKERS: usize = 1;
+
 /// Traces until the configured duration ends or a signal arrives, then shuts down in order.
 /// Does not return once tracing started: the process exits while a child releases the probes.
 pub fn run(config: DaemonConfig) -> Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    runtime()?.block_on(trace(config))
+}
+
+/// The session's runtime.
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    // The drain loop runs on this thread (`block_on`); the sockets' accept and connection tasks
+    // (`tokio::spawn`) run on a worker of their own. A burst of probe records (`import torch`
+    // registers ~24k kernels) then cannot hold up a client's annotation until its process has
+    // exited and the pid check rejects it: the server checks and stamps each line as it
+    // arrives, and only the hand-off to the timeline waits for the loop (a bounded queue).
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(SOCKET_WORKERS)
+        .thread_name("ingero-sockets")
         .enable_all()
         .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(trace(config))
+        .context("starting the async runtime")
 }
 
 async fn trace(config: DaemonConfig) -> Result<ExitCode> {

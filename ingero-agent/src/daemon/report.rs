@@ -60,7 +60,8 @@ pub(super) fn drops(
     ));
     drops.push(("kernel_names_truncated", names.long_names_truncated));
     drops.push(("kernel_aliases_dropped", names.aliases_dropped));
-    drops.push(("kernel_names_unreadable", pipeline.stats.unreadable_names));
+    drops.push(("kernel_names_unreadable", names.unreadable));
+    drops.push(("kernel_names_unread_dropped", names.unread_dropped));
     drops.push(("kernels_untallied", pipeline.stats.kernels.untallied));
     drops.push((
         "memory_processes_untallied",
@@ -141,6 +142,8 @@ pub(super) fn stats_json(
             "elf_resolved": names.elf_resolved,
             "unresolved": names.unresolved,
             "long_names_completed": names.long_names_completed,
+            "deferred": stats.names_deferred,
+            "read_late": names.read_late,
         },
         "drops": drops,
         "annotations": ingest.map(|s| serde_json::to_value(s.counters()).unwrap_or_default()),

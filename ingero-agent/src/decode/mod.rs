@@ -89,8 +89,9 @@ pub enum NameWhat {
         addr: u64,
         truncated: bool,
     },
-    /// The name could not be read.
-    Unreadable,
+    /// The name could not be read in the kernel (its page was not resident, and a uprobe
+    /// cannot fault it in); `addr` is where it is, for reading it from the process.
+    Unreadable { addr: u64 },
     /// The handle names whatever this other handle names.
     Alias(u64),
 }
@@ -109,7 +110,7 @@ pub fn decode_name(bytes: &[u8]) -> Result<NameFact, DecodeError> {
     let what = if r.flags & name_flags::ALIAS != 0 {
         NameWhat::Alias(r.other)
     } else if r.flags & name_flags::UNREADABLE != 0 {
-        NameWhat::Unreadable
+        NameWhat::Unreadable { addr: r.other }
     } else {
         let len = (r.len as usize).min(r.name.len());
         let text = &r.name[..len];

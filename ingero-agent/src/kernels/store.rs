@@ -8,7 +8,7 @@ use super::clock::ClockMap;
 use super::elf_fallback::{AddressSymbolizer, ElfFallback};
 use super::intern::NameInterner;
 use super::name::{KernelName, NameSource};
-use super::user_memory::complete_name;
+use super::user_memory::{MAX_NAME_LEN, complete_name, read_user_string};
 
 /// An alias chain (`CUfunction` → `CUkernel` → host function) is followed this deep; a cycle
 /// (a handle reused for another kernel) ends here too.
@@ -60,6 +60,15 @@ pub struct KernelNameStats {
     pub long_names_completed: u64,
     /// Cut names that could not be completed (kept cut and marked).
     pub long_names_truncated: u64,
+    /// Names the probe could not read (their page was not resident) that were read from the
+    /// process when a launch first asked for them.
+    pub read_late: u64,
+    /// Of those, the names that could not be read then either (the process had exited, or the
+    /// memory was gone): the launch is named by the ELF fallback or stays unnamed.
+    pub unreadable: u64,
+    /// Addresses of names not read yet that were forgotten because their process had
+    /// `per_process` of them waiting already.
+    pub unread_dropped: u64,
 }
 
 /// What is known about one process.
@@ -69,6 +78,10 @@ struct ProcessNames {
     unresolved: ClockMap<u64, ()>,
     /// new handle → the handle it names the same kernel as, not named yet.
     pending_aliases: ClockMap<u64, u64>,
+    /// Handles whose name the probe could not read → where the name is, and who named it. Read
+    /// when a launch asks (a library registers ~24k kernels and launches a few hundred, so
+    /// reading them all at registration would stall the drain loop for nothing).
+    unread: ClockMap<u64, (u64, NameSource)>,
 }
 
 impl ProcessNames {
@@ -77,6 +90,7 @@ impl ProcessNames {
             names: ClockMap::new(),
             unresolved: ClockMap::new(),
             pending_aliases: ClockMap::new(),
+            unread: ClockMap::new(),
         }
     }
 }
@@ -166,6 +180,21 @@ impl KernelNames {
         }
     }
 
+    /// Records that `handle` in process `pid` names the string at `addr`, which the probe could
+    /// not read: it is read from the process if a launch asks for `handle` (bounded per process,
+    /// like the names).
+    pub fn defer(&mut self, pid: u32, handle: u64, addr: u64, source: NameSource) {
+        let capacity = self.limits.per_process;
+        let process = self.processes.entry(pid).or_insert_with(ProcessNames::new);
+        process.unresolved.remove(&handle);
+        if process
+            .unread
+            .insert_bounded(handle, (addr, source), capacity)
+        {
+            self.stats.unread_dropped += 1;
+        }
+    }
+
     /// Records that `new_handle` names the same kernel as `existing` (`cuKernelGetFunction`,
     /// `__cudaGetKernel`). If `existing` is not named yet, the edge waits (bounded) and a
     /// later lookup of `new_handle` follows it.
@@ -223,6 +252,17 @@ impl KernelNames {
         }
         if process.unresolved.contains(&handle) {
             return None;
+        }
+        if let Some((addr, source)) = process.unread.remove(&handle) {
+            match read_user_string(pid, addr, MAX_NAME_LEN) {
+                Ok(bytes) if !bytes.is_empty() && bytes.len() < MAX_NAME_LEN => {
+                    self.stats.read_late += 1;
+                    let name = self.interner.intern(&bytes, source, false);
+                    self.insert(pid, handle, Arc::clone(&name));
+                    return Some(name);
+                }
+                _ => self.stats.unreadable += 1,
+            }
         }
         match self.symbolizer.symbolize(pid, handle) {
             Some((symbol, source)) => {

@@ -77,8 +77,9 @@ pub struct Stats {
     pub nvtx: u64,
     /// Driver calls made inside a traced runtime call (not counted as operations of their own).
     pub nested: u64,
-    /// Kernel names the probes could not read.
-    pub unreadable_names: u64,
+    /// Kernel names the probes could not read (their page was not resident): read from the
+    /// process when a launch first asks for one (`KernelNameStats::read_late`).
+    pub names_deferred: u64,
     /// Kernel names learnt (registrations and driver lookups), over the whole session.
     pub names_learned: u64,
     /// Launches and API time per kernel.

@@ -244,8 +244,9 @@ pub fn exit_releasing_in_background(code: i32) -> ! {
     let mut pipe = [-1i32; 2];
     // SAFETY: pipe2 writes two descriptors into the array.
     let piped = unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } == 0;
-    // SAFETY: fork in a process whose other threads (if any) are idle; the child only makes
-    // async-signal-safe system calls (close, close_range, read, _exit) and never returns.
+    // SAFETY: fork in a process whose other threads (the sockets' worker, idle once the
+    // servers shut down) hold nothing the child needs: the child only makes async-signal-safe
+    // system calls (close, close_range, read, _exit) and never returns.
     let pid = if piped { unsafe { libc::fork() } } else { -1 };
     if pid == 0 {
         // SAFETY: plain system calls on descriptors this process owns, then exit without

@@ -111,12 +111,11 @@ def test_recorded_steps_listed_with_phase(case):
             # Each step is listed with its phase (the labels in force when it began).
             assert labels.get("phase") == "train", labels
             assert by_step[step]["duration_ns"] > 0
-        if case == "lightning":
-            # Two keys list every combination that held, whether or not it had events (the
-            # Lightning run on CPU makes no CUDA calls): the same steps, each with its phase.
-            pairs = {(g["labels"].get("step"), g["labels"].get("phase")) for g in agent.query_group_by_step("step,phase")}
-            for step in CASES[case][3]:
-                assert (step, "train") in pairs, (step, sorted(pairs, key=str))
+        # Two keys list every combination that held, whether or not it had events (the
+        # Lightning run on CPU makes no CUDA calls): the same steps, each with its phase.
+        pairs = {(g["labels"].get("step"), g["labels"].get("phase")) for g in agent.query_group_by_step("step,phase")}
+        for step in CASES[case][3]:
+            assert (step, "train") in pairs, (step, sorted(pairs, key=str))
     finally:
         agent.cleanup()
 
