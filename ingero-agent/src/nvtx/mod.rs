@@ -49,3 +49,42 @@ pub fn publish_library(dir: &Path) -> anyhow::Result<Option<PathBuf>> {
     std::fs::rename(&tmp, &dst).with_context(|| format!("publishing {}", dst.display()))?;
     Ok(Some(dst))
 }
+
+#[cfg(test)]
+mod socket_rules_tests {
+    //! The injection library keeps to libc, so it repeats the socket-path rules of
+    //! `ingero-annotate` (which the agent binds by) instead of depending on it: the two must
+    //! name the same places, or the library would look where no agent listens.
+
+    use std::ffi::OsString;
+    use std::path::{Path, PathBuf};
+
+    use ingero_annotate::socket_path as agent;
+    use ingero_nvtx::socket_path as library;
+
+    #[test]
+    fn the_library_looks_where_the_agent_binds() {
+        assert_eq!(library::SOCKET_ENV, agent::NVTX_SOCKET_ENV);
+        assert_eq!(library::SOCKET_NAME, agent::NVTX_SOCKET_NAME);
+        assert_eq!(library::RUN_SOCKET_DIR, agent::RUN_SOCKET_DIR);
+        assert_eq!(library::HOME_SOCKET_DIR, agent::HOME_SOCKET_DIR);
+        // The system place, and the user's place when no socket is in the system one.
+        let home = library::SocketEnv {
+            explicit: None,
+            home: Some(OsString::from("/home/u")),
+        };
+        let run = Path::new(agent::RUN_SOCKET_DIR).join(agent::NVTX_SOCKET_NAME);
+        assert_eq!(library::socket_path(&home, |p| p == run), run);
+        assert_eq!(
+            library::socket_path(&home, |_| false),
+            PathBuf::from("/home/u")
+                .join(agent::HOME_SOCKET_DIR)
+                .join(agent::NVTX_SOCKET_NAME)
+        );
+        // Published beside the socket, under the name `ingero run` looks for.
+        assert_eq!(
+            agent::nvtx_published_library(&run),
+            Path::new(agent::RUN_SOCKET_DIR).join(super::LIBRARY_NAME)
+        );
+    }
+}
