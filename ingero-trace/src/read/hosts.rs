@@ -50,7 +50,8 @@ struct Found {
 
 /// The hosts whose recordings `path` holds: a file is one host; a directory is searched
 /// recursively (at most [`MAX_DEPTH`] levels; symbolic links to directories are not followed)
-/// and its files grouped by machine (id and name). Hosts come sorted by name. Empty when
+/// and its files grouped by machine (id and name). Hosts come sorted by name
+/// ([`natural_cmp`]). Empty when
 /// there is no `*.pftrace` file; an error when `path` does not exist or a directory cannot be
 /// listed.
 pub fn host_recordings(path: &Path) -> Result<Vec<HostRecording>> {
@@ -179,8 +180,44 @@ fn group(found: Vec<Found>) -> Vec<HostRecording> {
             }
         })
         .collect();
-    hosts.sort_by(|a, b| a.name.cmp(&b.name).then(a.machine_id.cmp(&b.machine_id)));
+    hosts.sort_by(|a, b| natural_cmp(&a.name, &b.name).then(a.machine_id.cmp(&b.machine_id)));
     hosts
+}
+
+/// Names in natural order: runs of digits compare as numbers, so `gpu-node-2` comes before
+/// `gpu-node-17`.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
+    loop {
+        match (x.first(), y.first()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return std::cmp::Ordering::Less,
+            (Some(_), None) => return std::cmp::Ordering::Greater,
+            (Some(p), Some(q)) if p.is_ascii_digit() && q.is_ascii_digit() => {
+                let run = |s: &[u8]| s.iter().take_while(|c| c.is_ascii_digit()).count();
+                let (n, m) = (run(x), run(y));
+                // Without leading zeros, the longer run is the larger number.
+                let trim = |s: &[u8]| {
+                    let z = s.iter().take_while(|c| **c == b'0').count();
+                    s[z..].to_vec()
+                };
+                let (dx, dy) = (trim(&x[..n]), trim(&y[..m]));
+                let o = dx.len().cmp(&dy.len()).then_with(|| dx.cmp(&dy));
+                if o.is_ne() {
+                    return o;
+                }
+                x = &x[n..];
+                y = &y[m..];
+            }
+            (Some(p), Some(q)) => {
+                if p != q {
+                    return p.cmp(q);
+                }
+                x = &x[1..];
+                y = &y[1..];
+            }
+        }
+    }
 }
 
 /// Session order when every file has a session, else modification time and name.

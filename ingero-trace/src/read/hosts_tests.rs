@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use super::{host_recordings, recording_files};
+use super::{host_recordings, natural_cmp, recording_files};
 use crate::model::{FinalStats, SessionInfo};
 use crate::synth;
 use crate::write::{Recorder, RecorderConfig};
@@ -128,4 +128,28 @@ fn an_empty_directory_has_no_hosts_and_a_missing_one_is_an_error() {
     assert!(host_recordings(&dir).expect("lists").is_empty());
     let missing = host_recordings(&dir.join("nope")).expect_err("no such file");
     assert!(missing.to_string().contains("nope"), "{missing}");
+}
+
+#[test]
+fn host_names_sort_naturally() {
+    let mut names = [
+        "gpu-node-17",
+        "gpu-node-2",
+        "gpu-node-1",
+        "gpu-node-02",
+        "a",
+        "gpu-node-",
+    ];
+    names.sort_by(|a, b| natural_cmp(a, b));
+    assert_eq!(
+        names,
+        [
+            "a",
+            "gpu-node-",
+            "gpu-node-1",
+            "gpu-node-02",
+            "gpu-node-2",
+            "gpu-node-17"
+        ]
+    );
 }

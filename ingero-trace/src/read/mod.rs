@@ -62,7 +62,7 @@ pub use error::{FramingError, InflateError, LossReason, PacketError, ReadError};
 pub use expand::{ExpandError, ExpandedPackets};
 pub use file_decoder::FileDecoder;
 pub use framing::{ChunkedPackets, PacketReader};
-pub use hosts::{HostRecording, MAX_DEPTH, first_session, host_recordings};
+pub use hosts::{HostRecording, MAX_DEPTH, first_session, host_recordings, natural_cmp};
 
 use std::collections::VecDeque;
 

@@ -23,6 +23,7 @@ use crate::analyze::findings::{Finding, finding_id};
 use crate::analyze::groups::PID_KEY;
 use crate::analyze::query::{GroupRow, QueryMode, QueryReport, RequestReport, RequestRow};
 use crate::analyze::{self, scan};
+use ingero_trace::read::natural_cmp;
 
 /// `ingero query`.
 pub fn query(fleet: &Fleet, mode: &QueryMode) -> Result<QueryReport> {
@@ -161,10 +162,7 @@ fn group_key(row: &GroupRow, keys: &[String]) -> Vec<String> {
 /// Numbers as numbers, so step 9 comes before step 10.
 fn natural(a: &[String], b: &[String]) -> std::cmp::Ordering {
     for (x, y) in a.iter().zip(b) {
-        let o = match (x.parse::<u64>(), y.parse::<u64>()) {
-            (Ok(p), Ok(q)) => p.cmp(&q),
-            _ => x.cmp(y),
-        };
+        let o = natural_cmp(x, y);
         if o.is_ne() {
             return o;
         }
@@ -189,7 +187,12 @@ fn line_up(rows: &mut [GroupRow], keys: &[String]) {
         let fb = first.get(&kb).copied().unwrap_or(0);
         fa.cmp(&fb)
             .then_with(|| natural(&ka, &kb))
-            .then_with(|| a.host.cmp(&b.host))
+            .then_with(|| {
+                natural_cmp(
+                    a.host.as_deref().unwrap_or(""),
+                    b.host.as_deref().unwrap_or(""),
+                )
+            })
             .then(a.wall_start_ns.cmp(&b.wall_start_ns))
             .then(a.pid.cmp(&b.pid))
     });
