@@ -445,3 +445,31 @@ fn the_json_schema_describes_a_multi_host_report() {
         assert!(id.starts_with(f["kind"].as_str().unwrap_or("?")), "{id}");
     }
 }
+
+#[test]
+fn every_report_names_hosts_when_there_are_several() {
+    let dir = job_dir("modes");
+    let f = open(&dir, &SelectionSpec::default(), &[]);
+    let kernels = report::query(&f, &QueryMode::ByKernel)
+        .expect("kernels")
+        .json()
+        .value();
+    let kernels = kernels.as_array().cloned().unwrap_or_default();
+    assert_eq!(kernels.len(), 3, "one launch site per host: {kernels:?}");
+    let names: Vec<String> = kernels.iter().map(|r| s(r, "host")).collect();
+    assert_eq!(names, HOSTS);
+    let q = report::query(&f, &QueryMode::ByKernel).expect("kernels");
+    assert!(q.text(f.origin()).starts_with("host "));
+    // No request spans: an empty ranking, with its caveat, whatever the number of hosts.
+    let r = report::query(&f, &QueryMode::ByRequest)
+        .expect("requests")
+        .json()
+        .value();
+    assert_eq!(r["requests"].as_array().map(Vec::len), Some(0));
+    assert!(r["caveat"].as_str().is_some_and(|c| !c.is_empty()));
+    let ranking = report::rank_requests(&f).expect("ranking");
+    assert!(ranking.requests.is_empty() && !ranking.caveat.is_empty());
+    let e = report::explain(&f, None).expect("explain");
+    assert!(e.csv().starts_with("host,severity,kind,"), "{}", e.csv());
+    assert!(e.csv().lines().skip(1).all(|l| l.starts_with("gpu-node-")));
+}
