@@ -89,14 +89,6 @@ impl Fleet {
         matches!(self, Fleet::Hosts(_))
     }
 
-    /// The recording, when there is one host.
-    pub fn single(&self) -> Option<&Analysis> {
-        match self {
-            Fleet::Single(an) => Some(an),
-            Fleet::Hosts(_) => None,
-        }
-    }
-
     /// The one recording to read for reports that do not combine hosts (`--events`,
     /// `--memory`): the recording of one host, or of the one host `--host` kept; else an
     /// error naming the hosts.
