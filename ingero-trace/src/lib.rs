@@ -11,7 +11,9 @@
 // on top of `workspace = true`; "warn" is an error in CI, which runs clippy with -D warnings.
 #![warn(missing_docs)]
 
+pub mod bundle;
 pub mod clock;
+pub mod clock_quality;
 pub mod fast_map;
 pub mod host;
 pub mod json;

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use crate::write::Result;
 use ingero_ebpf::{CudaOp, OffCpuReason};
 
+use crate::host::host_name;
 use crate::model::{AnnotationRecord, Scope, TimelineRecord};
 use crate::model::{
     Comm, CudaArgs, CudaCall, Event, MemcpyKind, OffCpu, ProcessEvent, ProcessOp, Task,
@@ -323,6 +324,9 @@ pub struct TraceOptions {
     pub restart_bytes: u64,
     /// [`labelled`] calls.
     pub labels: bool,
+    /// The machine the recording names (a simulated host), instead of this one: its name and
+    /// id.
+    pub machine: Option<(String, u32)>,
 }
 
 impl Default for TraceOptions {
@@ -332,6 +336,7 @@ impl Default for TraceOptions {
             max_file_size: crate::write::DEFAULT_MAX_FILE_SIZE,
             restart_bytes: crate::write::DEFAULT_RESTART_BYTES,
             labels: false,
+            machine: None,
         }
     }
 }
@@ -348,8 +353,14 @@ pub fn write_trace(path: PathBuf, o: &TraceOptions) -> Result<Vec<PathBuf>> {
             command_line: "synth-trace".into(),
             targets: vec![format!("pid {SCENARIO_PID}")],
             probes: vec!["cuda".into(), "sched".into()],
+            machine_name: o
+                .machine
+                .as_ref()
+                .map(|m| m.0.clone())
+                .unwrap_or_else(host_name),
             ..SessionInfo::this_host()
         },
+        machine_id: o.machine.as_ref().map(|m| m.1),
         chown_to_sudo_user: false,
         ..Default::default()
     };

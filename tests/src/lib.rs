@@ -131,7 +131,22 @@ pub struct Agent {
 impl Agent {
     /// Starts `ingero trace --json` with extra arguments and waits for its `attached` line.
     pub fn start(args: &[&str]) -> Result<Agent> {
-        let mut child = Command::new(agent_bin()?)
+        Agent::start_under(&[], args)
+    }
+
+    /// As [`Agent::start`], run through `wrapper` (a program and its arguments that then
+    /// exec the agent in place, such as `unshare --time …`, so the agent is still our child).
+    pub fn start_under(wrapper: &[&str], args: &[&str]) -> Result<Agent> {
+        let agent = agent_bin()?;
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(&agent);
+                c
+            }
+            None => Command::new(&agent),
+        };
+        let mut child = command
             .arg("trace")
             .arg("--json")
             .args(args)

@@ -13,21 +13,40 @@ use super::fmt;
 use super::groups::GroupSpec;
 use super::json::Json;
 use super::query::{REQUEST_KEY, RequestRow, request_report};
-use super::table::{Table, csv_cell};
+use super::table::{Table, csv_cell, host_cell, host_header};
 
 /// The incident report.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ExplainReport {
     /// Events that matched the selection.
     pub events: u64,
+    /// The hosts, when the recordings read are several hosts'.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<Vec<HostSummary>>,
     pub findings: Vec<Finding>,
+}
+
+/// One host of a multi-host report: who it is and how far its clock may be off.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct HostSummary {
+    pub name: String,
+    pub machine_id: u32,
+    /// Events of this host that matched the selection.
+    pub events: u64,
+    /// Its REALTIME clock's maximum error when the recording started (µs, `adjtimex`), when
+    /// the recording says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_maxerror_us: Option<u64>,
+    /// Nothing disciplined its REALTIME clock: its place beside the others is a guess.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_unsynchronized: Option<bool>,
 }
 
 /// `explain --by-request`.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct RequestRanking {
     pub caveat: String,
-    /// `--at`, on the trace clock.
+    /// `--at`, on the trace clock (with several hosts, on REALTIME: unix ns).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub at_ns: Option<u64>,
     pub requests: Vec<RequestRow>,
@@ -56,6 +75,7 @@ pub fn groupings(an: &Analysis, by: Option<&str>, by_request: bool) -> Vec<Group
 pub fn report(an: &Analysis, agg: &Aggregate) -> ExplainReport {
     ExplainReport {
         events: agg.matched,
+        hosts: None,
         findings: findings::run_all(an, agg),
     }
 }
@@ -86,6 +106,10 @@ impl ExplainReport {
 
     pub fn text(&self) -> String {
         let mut out = String::new();
+        if let Some(hosts) = &self.hosts {
+            let list: Vec<String> = hosts.iter().map(host_text).collect();
+            let _ = writeln!(out, "{} hosts: {}\n", hosts.len(), list.join(", "));
+        }
         if self.findings.is_empty() {
             let _ = writeln!(out, "no findings in {} events", self.events);
             return out;
@@ -97,9 +121,13 @@ impl ExplainReport {
             self.events
         );
         for (i, f) in self.findings.iter().enumerate() {
+            let on = f
+                .host
+                .as_ref()
+                .map_or_else(String::new, |h| format!(" on {h}"));
             let _ = writeln!(
                 out,
-                "{}. [{}] {}: {}",
+                "{}. [{}] {}{on}: {}",
                 i + 1,
                 f.severity.label(),
                 f.kind,
@@ -146,7 +174,9 @@ impl ExplainReport {
 
     /// One row per finding (evidence and fixes joined).
     pub fn csv(&self) -> String {
-        let mut t = Table::new(&[
+        let with_host = self.hosts.is_some();
+        let mut h = host_header(with_host);
+        h.extend([
             "severity",
             "kind",
             "impact_ns",
@@ -154,8 +184,10 @@ impl ExplainReport {
             "root_cause",
             "fixes",
         ]);
+        let mut t = Table::new(&h);
         for f in &self.findings {
-            t.push(vec![
+            let mut cells = host_cell(with_host, &f.host);
+            cells.extend([
                 f.severity.label().to_owned(),
                 f.kind.clone(),
                 f.impact_ns.to_string(),
@@ -163,9 +195,21 @@ impl ExplainReport {
                 f.root_cause.clone(),
                 f.fixes.join(" "),
             ]);
+            t.push(cells);
         }
         t.csv()
     }
+}
+
+/// `gpu-node-1 (clock ±1.2 ms)`.
+fn host_text(h: &HostSummary) -> String {
+    let clock = match (h.clock_unsynchronized, h.clock_maxerror_us) {
+        (Some(true), _) => "clock unsynchronised".to_owned(),
+        (_, Some(us)) if us >= 1_000 => format!("clock ±{:.1} ms", us as f64 / 1e3),
+        (_, Some(us)) => format!("clock ±{us} µs"),
+        _ => "clock error unknown".to_owned(),
+    };
+    format!("{} ({clock})", h.name)
 }
 
 impl RequestRanking {
@@ -174,7 +218,9 @@ impl RequestRanking {
     }
 
     fn table(&self, origin: u64) -> Table {
-        let mut t = Table::new(&[
+        let with_host = self.requests.iter().any(|r| r.stats.host.is_some());
+        let mut h = host_header(with_host);
+        h.extend([
             "rank",
             "request_id",
             "share",
@@ -187,9 +233,11 @@ impl RequestRanking {
             "start",
             "duration",
         ]);
+        let mut t = Table::new(&h);
         for (i, r) in self.requests.iter().enumerate() {
             let (s, c) = (&r.stats, &r.stats.totals);
-            t.push(vec![
+            let mut cells = host_cell(with_host, &s.host);
+            cells.extend([
                 (i + 1).to_string(),
                 r.request_id.clone(),
                 format!("{:.0}%", r.share_of_api_time * 100.0),
@@ -199,9 +247,10 @@ impl RequestRanking {
                 fmt::dur(c.memcpy_time_ns),
                 c.launches.to_string(),
                 fmt::dur(c.off_cpu_ns),
-                fmt::offset(s.start_ns, origin),
+                fmt::offset(s.wall_start_ns.unwrap_or(s.start_ns), origin),
                 fmt::dur(s.duration_ns),
             ]);
+            t.push(cells);
         }
         t
     }

@@ -10,7 +10,7 @@ use ingero_trace::vocab::ptr_text;
 use serde::Serialize;
 
 use super::fmt;
-use super::table::Table;
+use super::table::{Table, host_cell, host_header};
 
 /// The grouping key that selects this report.
 pub const KERNEL_KEY: &str = "kernel";
@@ -115,6 +115,7 @@ impl KernelTable {
                     Key::Graph(g) => ("graph", format!("graph exec {}", ptr_text(*g))),
                 };
                 KernelRow {
+                    host: None,
                     kind,
                     kernel,
                     kernel_mangled: t.mangled.as_deref().map(str::to_owned),
@@ -140,6 +141,9 @@ impl KernelTable {
 /// One kernel (or graph) of `query --group-by kernel`.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct KernelRow {
+    /// The host, when the recordings read are several hosts' (`fleet`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// `kernel` or `graph`.
     pub kind: &'static str,
     /// The demangled name; `func 0x…` when unknown; `graph exec 0x…` for a graph.
@@ -160,13 +164,17 @@ pub struct KernelRow {
 
 /// The rows as a table.
 pub fn table(rows: &[KernelRow]) -> Table {
-    let mut t = Table::new(&["kernel", "launches", "api", "mean", "max", "errors"]);
+    let with_host = rows.iter().any(|r| r.host.is_some());
+    let mut h = host_header(with_host);
+    h.extend(["kernel", "launches", "api", "mean", "max", "errors"]);
+    let mut t = Table::new(&h);
     for r in rows {
         let name = match r.kernel_nodes {
             Some(n) => format!("{} ({n} kernels)", r.kernel),
             None => r.kernel.clone(),
         };
-        t.push(vec![
+        let mut cells = host_cell(with_host, &r.host);
+        cells.extend([
             name,
             r.launches.to_string(),
             fmt::dur(r.api_time_ns),
@@ -174,6 +182,7 @@ pub fn table(rows: &[KernelRow]) -> Table {
             fmt::dur(r.max_ns),
             r.errors.to_string(),
         ]);
+        t.push(cells);
     }
     t
 }

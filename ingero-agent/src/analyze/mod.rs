@@ -28,6 +28,7 @@ pub mod clock;
 pub mod events;
 pub mod explain;
 pub mod findings;
+pub mod fleet;
 pub mod fmt;
 pub mod groups;
 pub mod index;

@@ -15,7 +15,7 @@ use super::json::Json;
 use super::kernels::{self, KernelRow};
 use super::labels::ValueId;
 use super::ranges::{RangeStats, has_range_stats, range_stats};
-use super::table::Table;
+use super::table::{Table, host_cell, host_header};
 
 /// The label carrying a process's rank (the agent's, from the launcher's environment, or an
 /// adapter's).
@@ -45,6 +45,9 @@ pub enum QueryMode {
 /// One operation's latency.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct OpRow {
+    /// The host, when the recordings read are several hosts' (`fleet`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     pub op: String,
     pub count: u64,
     pub p50_ns: u64,
@@ -83,6 +86,9 @@ impl QueryMode {
 /// One label group.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct GroupRow {
+    /// The host, when the recordings read are several hosts' (`fleet`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     pub labels: Map<String, Value>,
     /// The process, when the group is one process's (per-process grouping, or `pid` key).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -90,8 +96,12 @@ pub struct GroupRow {
     /// The `rank` label of the group, when it has one (a number).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rank: Option<u32>,
-    /// Where the group's label values held (first start, last end, within the selection).
+    /// Where the group's label values held (first start, last end, within the selection), on
+    /// the trace clock of the group's host.
     pub start_ns: u64,
+    /// With several hosts: `start_ns` as REALTIME (unix ns), where the hosts' rows line up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall_start_ns: Option<u64>,
     pub end_ns: u64,
     /// Wall time during which the values held.
     pub duration_ns: u64,
@@ -161,6 +171,7 @@ pub fn op_rows(agg: &Aggregate) -> Vec<OpRow> {
         .ops
         .values()
         .map(|s| OpRow {
+            host: None,
             op: s.op.name().to_owned(),
             count: s.count,
             p50_ns: s.quantile(0.50),
@@ -400,10 +411,12 @@ fn group_row(
     caveat: Option<&str>,
 ) -> GroupRow {
     GroupRow {
+        host: None,
         labels,
         pid: None,
         rank: None,
         start_ns: held.first().map_or(s.first_ns, |h| h.0),
+        wall_start_ns: None,
         end_ns: held.last().map_or(s.last_ns, |h| h.1),
         duration_ns: intervals::total(held),
         totals: s.clone(),
@@ -484,7 +497,8 @@ pub fn report(an: &Analysis, agg: &Aggregate, mode: &QueryMode) -> QueryReport {
 
 fn group_cells(r: &GroupRow, origin: u64) -> Vec<String> {
     vec![
-        fmt::offset(r.start_ns, origin),
+        // Several hosts' rows: REALTIME, and `origin` is the job's start on it.
+        fmt::offset(r.wall_start_ns.unwrap_or(r.start_ns), origin),
         fmt::dur(r.duration_ns),
         r.totals.cuda_calls.to_string(),
         fmt::dur(r.totals.api_time_ns),
@@ -538,10 +552,13 @@ impl QueryReport {
     pub fn table(&self, origin: u64) -> Table {
         match self {
             QueryReport::Ops(rows) => {
-                let mut t =
-                    Table::new(&["op", "count", "p50", "p95", "p99", "max", "total", "errors"]);
+                let with_host = rows.iter().any(|r| r.host.is_some());
+                let mut h = host_header(with_host);
+                h.extend(["op", "count", "p50", "p95", "p99", "max", "total", "errors"]);
+                let mut t = Table::new(&h);
                 for r in rows {
-                    t.push(vec![
+                    let mut cells = host_cell(with_host, &r.host);
+                    cells.extend([
                         r.op.clone(),
                         r.count.to_string(),
                         fmt::dur(r.p50_ns),
@@ -551,6 +568,7 @@ impl QueryReport {
                         fmt::dur(r.total_ns),
                         r.errors.to_string(),
                     ]);
+                    t.push(cells);
                 }
                 t
             }
@@ -562,7 +580,9 @@ impl QueryReport {
                 pids.dedup();
                 let with_pid = pids.len() > 1;
                 let with_ranges = rows.iter().any(|r| r.ranges.is_some());
-                let mut h = vec!["labels"];
+                let with_host = rows.iter().any(|r| r.host.is_some());
+                let mut h = host_header(with_host);
+                h.push("labels");
                 if with_pid {
                     h.push("pid");
                 }
@@ -572,7 +592,8 @@ impl QueryReport {
                 h.extend(GROUP_HEADERS);
                 let mut t = Table::new(&h);
                 for r in rows {
-                    let mut cells = vec![label_text(&r.labels)];
+                    let mut cells = host_cell(with_host, &r.host);
+                    cells.push(label_text(&r.labels));
                     if with_pid {
                         cells.push(r.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()));
                     }
@@ -591,14 +612,17 @@ impl QueryReport {
                 t
             }
             QueryReport::Requests(rep) => {
-                let mut h = vec!["request_id", "share"];
+                let with_host = rep.requests.iter().any(|r| r.stats.host.is_some());
+                let mut h = host_header(with_host);
+                h.extend(["request_id", "share"]);
                 h.extend(GROUP_HEADERS);
                 let mut t = Table::new(&h);
                 for r in &rep.requests {
-                    let mut cells = vec![
+                    let mut cells = host_cell(with_host, &r.stats.host);
+                    cells.extend([
                         r.request_id.clone(),
                         format!("{:.0}%", r.share_of_api_time * 100.0),
-                    ];
+                    ]);
                     cells.extend(group_cells(&r.stats, origin));
                     t.push(cells);
                 }

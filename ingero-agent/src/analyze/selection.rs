@@ -81,6 +81,13 @@ pub fn parse_op(name: &str) -> Result<CudaOp> {
 
 impl SelectionSpec {
     pub fn resolve(&self, clock: &TraceClock, labels: &LabelIndex) -> Result<Selection> {
+        let (range, at) = self.window(clock)?;
+        self.resolve_in(range, at, labels)
+    }
+
+    /// The time window (`--since`, `--from`, `--to`, `--at`) on `clock`, and `--at`'s point.
+    /// An error when it is empty.
+    pub fn window(&self, clock: &TraceClock) -> Result<(TimeRange, Option<u64>)> {
         let mut start = clock.start_ns;
         let mut end = clock.end_ns;
         if let Some(s) = &self.since {
@@ -114,6 +121,18 @@ impl SelectionSpec {
                 "the selected time range is empty (it ends before it starts, or lies outside the recording)"
             );
         }
+        Ok((TimeRange::new(start, end), at))
+    }
+
+    /// The selection with its time window already placed on the recording's clock (by
+    /// [`Self::window`], or for one of several hosts from the job's REALTIME window); the
+    /// other filters resolved against `labels`.
+    pub fn resolve_in(
+        &self,
+        range: TimeRange,
+        at: Option<u64>,
+        labels: &LabelIndex,
+    ) -> Result<Selection> {
         let mut op_mask = OpMask::default();
         for o in &self.ops {
             for name in o.split(',').filter(|n| !n.trim().is_empty()) {
@@ -131,7 +150,7 @@ impl SelectionSpec {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Selection {
-            range: TimeRange::new(start, end),
+            range,
             at,
             pids: self.pids.clone(),
             op_mask,

@@ -1,5 +1,6 @@
 //! Which files to read: `--trace PATH` (a file, or a directory whose `*.pftrace` files are read
-//! oldest first), else `$INGERO_TRACE`, else the newest recording in `~/.ingero/traces/` of the
+//! oldest first; a directory of several hosts' recordings is split by host in `fleet/`), else
+//! `$INGERO_TRACE`, else the newest recording in `~/.ingero/traces/` of the
 //! invoking user (under sudo, `SUDO_USER`'s home) — that is, its newest file and the rotated
 //! files of the same session before it.
 
@@ -14,15 +15,19 @@ use ingero_trace::write::trace_files_in;
 /// Environment variable naming the default recording (file or directory).
 pub const TRACE_ENV: &str = "INGERO_TRACE";
 
-/// The files of the recording to analyse, oldest first, and what to call it in reports.
-pub fn resolve(explicit: Option<&Path>) -> Result<(Vec<PathBuf>, PathBuf)> {
-    let chosen = match explicit {
+/// The recording named: `--trace PATH`, else `$INGERO_TRACE`; `None` for the default one.
+pub fn chosen(explicit: Option<&Path>) -> Option<PathBuf> {
+    match explicit {
         Some(p) => Some(p.to_path_buf()),
         None => std::env::var_os(TRACE_ENV)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from),
-    };
-    if let Some(path) = chosen {
+    }
+}
+
+/// The files of the recording to analyse, oldest first, and what to call it in reports.
+pub fn resolve(explicit: Option<&Path>) -> Result<(Vec<PathBuf>, PathBuf)> {
+    if let Some(path) = chosen(explicit) {
         if !path.exists() {
             bail!("{} does not exist", path.display());
         }

@@ -75,6 +75,20 @@ pub fn csv_cell(c: &str) -> String {
     }
 }
 
+/// The first header of a table whose rows are several hosts'.
+pub fn host_header(with_host: bool) -> Vec<&'static str> {
+    if with_host { vec!["host"] } else { Vec::new() }
+}
+
+/// The first cell of a row of such a table.
+pub fn host_cell(with_host: bool, host: &Option<String>) -> Vec<String> {
+    if with_host {
+        vec![host.clone().unwrap_or_else(|| "-".to_owned())]
+    } else {
+        Vec::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::Args;
 
 use super::query::{SelectionArgs, print};
-use crate::analyze;
+use crate::analyze::fleet::report;
 
 #[derive(Args, Debug)]
 pub struct ExplainArgs {
@@ -24,19 +24,19 @@ pub struct ExplainArgs {
 }
 
 pub fn run(args: ExplainArgs) -> Result<ExitCode> {
-    let an = args.select.open()?;
+    let fleet = args.select.open()?;
     let (json, csv) = (args.select.json, args.select.csv);
     let text = if args.by_request {
-        let r = analyze::rank_requests(&an)?;
+        let r = report::rank_requests(&fleet)?;
         if json {
             format!("{}\n", r.json())
         } else if csv {
-            r.csv(an.origin())
+            r.csv(fleet.origin())
         } else {
-            r.text(an.origin())
+            r.text(fleet.origin())
         }
     } else {
-        let r = analyze::explain(&an, args.by.as_deref())?;
+        let r = report::explain(&fleet, args.by.as_deref())?;
         if json {
             format!("{}\n", r.json())
         } else if csv {

@@ -9,17 +9,23 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
+use crate::analyze::fleet::{Fleet, report};
 use crate::analyze::groups::GroupSpec;
 use crate::analyze::kernels::KERNEL_KEY;
-use crate::analyze::{self, Analysis, EventFormat, QueryMode, SelectionSpec};
+use crate::analyze::{self, EventFormat, QueryMode, SelectionSpec};
 
 /// Which recording and which part of it (shared by `query` and `explain`).
 #[derive(Args, Debug, Clone, Default)]
 pub struct SelectionArgs {
-    /// Recording file, or a directory of rotated files [default: $INGERO_TRACE, else the
-    /// newest recording in ~/.ingero/traces/]
+    /// Recording file, or a directory of rotated files, or a directory (searched
+    /// recursively) of several hosts' recordings, reported per host [default: $INGERO_TRACE,
+    /// else the newest recording in ~/.ingero/traces/]
     #[arg(long, value_name = "PATH")]
     pub trace: Option<PathBuf>,
+    /// Only these hosts of a directory of several hosts' recordings (their machine names,
+    /// `ingero trace --machine-name`).
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    pub host: Vec<String>,
     /// Only the last DURATION of the recording (of the recording, not of the wall clock).
     #[arg(long, value_name = "DURATION")]
     pub since: Option<String>,
@@ -69,12 +75,15 @@ impl SelectionArgs {
         }
     }
 
-    pub fn open(&self) -> Result<Analysis> {
-        let mut an = Analysis::open(self.trace.as_deref(), &self.spec())?;
+    /// The recording (or the hosts' recordings) with the selection resolved.
+    pub fn open(&self) -> Result<Fleet> {
+        let mut fleet = Fleet::open(self.trace.as_deref(), &self.spec(), &self.host)?;
         if let Some(n) = self.threads {
-            an.index.inflate_ahead = n > 1;
+            for an in fleet.analyses_mut() {
+                an.index.inflate_ahead = n > 1;
+            }
         }
-        Ok(an)
+        Ok(fleet)
     }
 }
 
@@ -119,9 +128,10 @@ pub fn print(text: &str) -> Result<()> {
 }
 
 pub fn run(args: QueryArgs) -> Result<ExitCode> {
-    let an = args.select.open()?;
+    let fleet = args.select.open()?;
     if args.memory {
-        let report = analyze::memory::query(&an)?;
+        let an = fleet.one("--memory")?;
+        let report = analyze::memory::query(an)?;
         let text = match (args.select.json, args.select.csv) {
             (true, _) => format!("{}\n", report.json()),
             (_, true) => report.csv(an.origin()),
@@ -136,8 +146,9 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
             (_, true) => EventFormat::Csv,
             _ => EventFormat::Text,
         };
+        let an = fleet.one("--events")?;
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        analyze::events::write(&an, format, &mut out)?;
+        analyze::events::write(an, format, &mut out)?;
         if let Err(e) = out.flush() {
             if e.kind() != std::io::ErrorKind::BrokenPipe {
                 return Err(e).context("writing events");
@@ -166,13 +177,13 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
     } else {
         QueryMode::Ops
     };
-    let report = analyze::query(&an, &mode)?;
+    let report = report::query(&fleet, &mode)?;
     let text = if args.select.json {
         format!("{}\n", report.json())
     } else if args.select.csv {
-        report.csv(an.origin())
+        report.csv(fleet.origin())
     } else {
-        report.text(an.origin())
+        report.text(fleet.origin())
     };
     print(&text)?;
     Ok(ExitCode::SUCCESS)

@@ -9,6 +9,7 @@ use anyhow::Result;
 use clap::Args;
 
 use ingero_annotate::socket_path::nvtx_agent_socket_path;
+use ingero_trace::model::SessionInfo;
 use ingero_trace::write::RecorderConfig;
 
 use super::run::NvtxFlags;
@@ -78,6 +79,30 @@ pub struct RecordFlags {
     /// How long records are held to put them in timestamp order before writing.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "250ms")]
     pub reorder_window: Duration,
+    /// The name this host goes by among the hosts of a job: written in the recording (its
+    /// session and Perfetto's SystemInfo), it is what `query`/`explain` over a directory of
+    /// several hosts' recordings and the merged Perfetto bundle call the host [default: the
+    /// host name]
+    #[arg(long, value_name = "NAME", value_parser = machine_name)]
+    pub machine_name: Option<String>,
+    /// The machine id stamped on every packet, instead of the hash of /etc/machine-id: for
+    /// simulating several hosts on one machine (tests), or setting unique ids past a few
+    /// dozen hosts (docs/recording.md).
+    #[arg(long, value_name = "ID", hide = true,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub machine_id: Option<u32>,
+}
+
+/// `--machine-name`: one line of text, not empty.
+fn machine_name(s: &str) -> Result<String, String> {
+    let name = s.trim();
+    if name.is_empty() {
+        return Err("the machine name is empty".into());
+    }
+    if name.chars().any(char::is_control) {
+        return Err("the machine name holds control characters".into());
+    }
+    Ok(name.to_owned())
 }
 
 impl RecordFlags {
@@ -85,7 +110,8 @@ impl RecordFlags {
         self.record.unwrap_or(self.output.is_some())
     }
 
-    /// How to record; `None` when not recording. The session metadata is the daemon's.
+    /// How to record; `None` when not recording. The session metadata is the daemon's, but
+    /// for the machine name.
     fn config(&self) -> Option<RecordConfig> {
         self.enabled().then(|| RecordConfig {
             recorder: RecorderConfig {
@@ -93,6 +119,11 @@ impl RecordFlags {
                 max_file_size: self.max_file_size,
                 max_total_size: self.max_total_size,
                 compression_level: self.compression_level,
+                machine_id: self.machine_id,
+                session: SessionInfo {
+                    machine_name: self.machine_name.clone().unwrap_or_default(),
+                    ..SessionInfo::default()
+                },
                 ..RecorderConfig::default()
             },
             merger: MergerConfig {
@@ -230,5 +261,30 @@ mod tests {
         assert!(parse(&["--json"]).expect("parses").command.is_empty());
         // Without `--`, a word is not taken for a command.
         assert!(parse(&["python"]).is_err());
+    }
+
+    #[test]
+    fn the_machine_name_and_id_reach_the_recorder() {
+        let a = parse(&[
+            "--record",
+            "--machine-name",
+            " gpu-node-17 ",
+            "--machine-id",
+            "4242",
+        ])
+        .expect("parses");
+        let rec = a.record.config().expect("recording").recorder;
+        assert_eq!(rec.session.machine_name, "gpu-node-17");
+        assert_eq!(rec.machine_id, Some(4242));
+        let default = parse(&["--record"]).expect("parses").record.config();
+        let rec = default.expect("recording").recorder;
+        assert_eq!(rec.session.machine_name, "", "the daemon's host name then");
+        assert_eq!(rec.machine_id, None);
+        assert!(parse(&["--machine-name", " "]).is_err());
+        assert!(parse(&["--machine-name", "a\nb"]).is_err());
+        assert!(
+            parse(&["--machine-id", "0"]).is_err(),
+            "0 means this host to Perfetto"
+        );
     }
 }

@@ -203,6 +203,10 @@ fn start_recording(
         return Ok(None);
     };
     let mut session = SessionInfo::this_host();
+    // `--machine-name`, when given, over the host name.
+    if !recorder.session.machine_name.is_empty() {
+        session.machine_name = std::mem::take(&mut recorder.session.machine_name);
+    }
     session.targets = targets;
     session.probes = probes;
     recorder.session = session;

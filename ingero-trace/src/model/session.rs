@@ -1,6 +1,8 @@
 //! What a recording says about itself: the session that wrote it (at the start of every file)
 //! and its final statistics (the last packet of the last file).
 
+use crate::clock_quality::ClockQuality;
+
 /// Describes the recording session; written at the start of every file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SessionInfo {
@@ -16,6 +18,15 @@ pub struct SessionInfo {
     pub targets: Vec<String>,
     /// Attached probes.
     pub probes: Vec<String>,
+    /// The name this host goes by among the hosts of a job (`ingero trace --machine-name`,
+    /// default the host name): what merged traces and multi-host reports call it. Recordings
+    /// made before ingero wrote it read back empty; [`SessionInfo::machine`] then falls back
+    /// to [`SessionInfo::host`].
+    pub machine_name: String,
+    /// How far the host's REALTIME clock may be off (read when the session started), which
+    /// bounds how well its events align with other hosts'; `None` when unknown (older
+    /// recordings).
+    pub clock: Option<ClockQuality>,
 }
 
 impl SessionInfo {
@@ -28,6 +39,18 @@ impl SessionInfo {
             command_line: std::env::args().collect::<Vec<_>>().join(" "),
             targets: Vec::new(),
             probes: Vec::new(),
+            machine_name: crate::host::host_name(),
+            clock: ClockQuality::measure(),
+        }
+    }
+
+    /// The machine's name: [`SessionInfo::machine_name`], else (older recordings) the host
+    /// name.
+    pub fn machine(&self) -> &str {
+        if self.machine_name.is_empty() {
+            &self.host
+        } else {
+            &self.machine_name
         }
     }
 }

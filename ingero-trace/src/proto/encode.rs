@@ -161,6 +161,7 @@ fn packet_len(p: &TracePacket, te: usize) -> usize {
         + varint_field_len(P::TIMESTAMP_CLOCK_ID, p.timestamp_clock_id.map(u64::from))
         + message_len(P::TRACE_PACKET_DEFAULTS, &p.trace_packet_defaults)
         + message_len(P::TRACK_DESCRIPTOR, &p.track_descriptor)
+        + message_len(P::SYSTEM_INFO, &p.system_info)
         + varint_field_len(
             P::FIRST_PACKET_ON_SEQUENCE,
             p.first_packet_on_sequence.map(u64::from),
@@ -204,6 +205,7 @@ pub fn framed(p: &TracePacket, out: &mut Vec<u8>) {
     );
     put_message(out, P::TRACE_PACKET_DEFAULTS, &p.trace_packet_defaults);
     put_message(out, P::TRACK_DESCRIPTOR, &p.track_descriptor);
+    put_message(out, P::SYSTEM_INFO, &p.system_info);
     put_varint_field(
         out,
         P::FIRST_PACKET_ON_SEQUENCE,
@@ -289,6 +291,18 @@ mod tests {
             },
             TracePacket {
                 compressed_packets: Some(vec![0x78, 0x01, 3]),
+                ..Default::default()
+            },
+            TracePacket {
+                system_info: Some(SystemInfo {
+                    utsname: Some(Utsname {
+                        sysname: Some("Linux".into()),
+                        release: Some("6.8.0".into()),
+                        machine: None,
+                    }),
+                    machine_name: Some("gpu-node-17".into()),
+                }),
+                machine_id: Some(5),
                 ..Default::default()
             },
             TracePacket::default(),

@@ -87,6 +87,27 @@ messages! {
         COMPRESSED_PACKETS compressed_packets = 50: Option<Vec<u8>> [bytes = "vec", optional];
         /// The recording host, which tells hosts apart when traces are merged.
         MACHINE_ID machine_id = 98: Option<u32> [uint32, optional];
+        /// What the recording host is: its name among merged traces' machines, its kernel.
+        SYSTEM_INFO system_info = 45: Option<SystemInfo> [message, optional];
+    }
+
+    /// The recording host's description (at the start of every file).
+    SystemInfo {
+        /// The kernel's `uname` fields.
+        UTSNAME utsname = 1: Option<Utsname> [message, optional];
+        /// The host's name among the machines of a merged trace (Perfetto v58+ names its
+        /// `machine` rows by it).
+        MACHINE_NAME machine_name = 17: Option<String> [string, optional];
+    }
+
+    /// `uname(2)`'s fields, those ingero fills in.
+    Utsname {
+        /// The kernel's name (`Linux`).
+        SYSNAME sysname = 1: Option<String> [string, optional];
+        /// The kernel release (`6.8.0-45-generic`).
+        RELEASE release = 3: Option<String> [string, optional];
+        /// The hardware (`x86_64`).
+        MACHINE machine = 4: Option<String> [string, optional];
     }
 
     /// Defaults a sequence's packets take when they do not set the field themselves.
@@ -308,6 +329,24 @@ mod tests {
                     ..Default::default()
                 }),
                 TracePacket::MACHINE_ID,
+            ),
+            (
+                p(TracePacket {
+                    system_info: Some(SystemInfo {
+                        utsname: None,
+                        machine_name: None,
+                    }),
+                    ..Default::default()
+                }),
+                TracePacket::SYSTEM_INFO,
+            ),
+            (
+                SystemInfo {
+                    utsname: None,
+                    machine_name: Some("h".into()),
+                }
+                .encode_to_vec(),
+                SystemInfo::MACHINE_NAME,
             ),
             (
                 te(TrackEvent {

@@ -15,7 +15,9 @@
 //! }
 //! ```
 //! - A directory is read file by file (`*.pftrace`, oldest first by modification time, then
-//!   name); each file is self-contained.
+//!   name); each file is self-contained. A directory of several hosts' recordings is split
+//!   into one recording per host by [`host_recordings`] (recursively, by the machine each
+//!   file's session names).
 //! - Files are read in 1 MiB chunks and decoded packet by packet in place: memory is bounded by the open
 //!   slices, not the file size. A truncated last packet ends the file quietly
 //!   ([`TraceReader::truncated_files`] says which).
@@ -43,8 +45,11 @@ mod error;
 mod expand;
 mod file_decoder;
 mod framing;
+mod hosts;
 mod inflate;
 
+#[cfg(test)]
+mod hosts_tests;
 #[cfg(test)]
 mod skim_tests;
 #[cfg(test)]
@@ -57,6 +62,7 @@ pub use error::{FramingError, InflateError, LossReason, PacketError, ReadError};
 pub use expand::{ExpandError, ExpandedPackets};
 pub use file_decoder::FileDecoder;
 pub use framing::{ChunkedPackets, PacketReader};
+pub use hosts::{HostRecording, MAX_DEPTH, first_session, host_recordings, natural_cmp};
 
 use std::collections::VecDeque;
 

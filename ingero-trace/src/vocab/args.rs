@@ -217,6 +217,23 @@ words! {
 }
 
 words! {
+    /// The session packet's arguments added after the fixed [`ArgKey`] table was full enough
+    /// to need its slots for events: written by name (not interned; once per file), found by
+    /// name.
+    pub enum SessionArg {
+        /// The name the host goes by among a job's hosts (`--machine-name`; also
+        /// `SystemInfo.machine_name`).
+        MachineName = "machine_name",
+        /// The kernel's maximum error of REALTIME, µs (`adjtimex`).
+        ClockMaxErrorUs = "clock.maxerror_us",
+        /// The kernel's estimated error of REALTIME, µs.
+        ClockEstErrorUs = "clock.esterror_us",
+        /// Nothing disciplines REALTIME (`STA_UNSYNC`).
+        ClockUnsynchronized = "clock.unsynchronized",
+    }
+}
+
+words! {
     /// The groups of the final statistics packet: each number is a key `<group><name>`.
     pub enum StatsGroup {
         /// Events per type ([`crate::model::FinalStats::events`]).
@@ -265,6 +282,14 @@ mod tests {
         assert_eq!(ArgKey::from_text("no such key"), None);
         for g in StatsGroup::ALL {
             assert_eq!(StatsGroup::from_text(g.text()), Some(*g));
+        }
+        for a in SessionArg::ALL {
+            assert_eq!(SessionArg::from_text(a.text()), Some(*a));
+            assert_eq!(
+                ArgKey::from_text(a.text()),
+                None,
+                "{a:?} is not a fixed key"
+            );
         }
     }
 }

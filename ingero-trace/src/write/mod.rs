@@ -25,7 +25,10 @@
 //!   MONOTONIC timestamps (defaults `timestamp_clock_id` = 3).
 //! - Session metadata: instant `session` on track `ingero` with debug annotations (host,
 //!   kernel, agent_version, command_line, targets, probes, machine_id, file_index,
-//!   started_realtime_ns) at the start of every file; final statistics: instant `statistics`
+//!   started_realtime_ns, machine_name, clock.maxerror_us, clock.esterror_us,
+//!   clock.unsynchronized) at the start of every file, after a `SystemInfo` packet naming the
+//!   machine (`machine_name`, field 17, which Perfetto names merged machines by; see
+//!   `identity.rs`); final statistics: instant `statistics`
 //!   with `events.*`, `drops.*`, `rejected.*`, `recorder.*`. TrackEvent instants rather than a
 //!   dedicated proto: the UI shows them and no Perfetto message fits free-form session data.
 //! - Tracks: see `tracks.rs`. Events: see `events.rs` and `labels.rs`. Names: `schema.rs`.
@@ -56,6 +59,7 @@ mod encode;
 mod error;
 mod events;
 mod files;
+mod identity;
 mod interner;
 mod labels;
 mod nvtx;
@@ -77,6 +81,8 @@ pub use recorder::{Recorder, RecorderCounters};
 
 #[cfg(test)]
 mod chunk_tests;
+#[cfg(test)]
+mod identity_tests;
 #[cfg(test)]
 mod nvtx_tests;
 #[cfg(test)]

@@ -28,6 +28,7 @@ use super::config::{CLOCK_SNAPSHOT_INTERVAL_NS, RESTART_INTERVAL_NS, RecorderCon
 use super::encode::{self, EventTail, Head, MachineIdField};
 use super::error::Result;
 use super::files::{self, Naming, Owner, TraceFile};
+use super::identity;
 use super::labels::{LabelSink, LabelState};
 use super::sequence::{LATE_SEQUENCE, MAIN_SEQUENCE, PLAIN_SEQUENCE, Sequence};
 use super::slices::{Begun, DueEnd, OpenSlices, Placement};
@@ -342,6 +343,11 @@ impl Recorder {
         self.plain.stamp_first(&mut first_plain, 0);
         first_plain.machine_id = self.machine_id_field();
         self.encode_plain(&first_plain)?;
+        let info = TracePacket {
+            system_info: Some(identity::system_info(&self.cfg.session)),
+            ..Default::default()
+        };
+        self.emit_plain(None, info)?;
         self.chunks_seen = self.out.chunks_written();
         self.last_snapshot_ts = base;
         self.main_first_packet(base)?;
@@ -718,6 +724,7 @@ impl Recorder {
                 ..Default::default()
             });
         }
+        args.extend(identity::session_args(s));
         self.ingero_instant(track, ts, Instant::Session, args)
     }
 

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use ingero_ebpf::CudaOp;
 
 use super::{Recorder, RecorderConfig};
+use crate::clock_quality::ClockQuality;
 use crate::model::TimelineRecord;
 use crate::model::{
     CounterKind, CudaCallRecord, LabelInterval, LifecycleRecord, OffCpuRecord, ReadRecord,
@@ -37,6 +38,12 @@ pub(super) fn config(path: Option<PathBuf>, dir: Option<PathBuf>) -> RecorderCon
             command_line: "ingero trace --record".into(),
             targets: vec!["pid 1".into(), "pid 2".into()],
             probes: vec!["cuda".into()],
+            machine_name: "gpu-node-1".into(),
+            clock: Some(ClockQuality {
+                maxerror_us: 16_000,
+                esterror_us: 250,
+                unsynchronized: false,
+            }),
         },
         machine_id: Some(77),
         chown_to_sudo_user: false,

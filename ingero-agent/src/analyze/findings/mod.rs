@@ -29,6 +29,7 @@ pub use slow_groups::{
     CAUSE_MIN_PART, LOCAL_PEERS, SLOW_GROUP_KEYS, SLOW_GROUP_MAX_REPORTED, SLOW_MAD_K,
     SLOW_MIN_EXCESS_NS, SLOW_MIN_RATIO, UNUSUAL_MIN_EXTRA, UNUSUAL_RATIO,
 };
+pub(crate) use stragglers::{PARTS as WORK_PARTS, Work, part_causes};
 pub use stragglers::{
     STRAGGLER_CAUSE_SHARE, STRAGGLER_HIGH_STEPS, STRAGGLER_KEY, STRAGGLER_MIN_EXCESS_NS,
     STRAGGLER_MIN_STEP_SHARE, STRAGGLER_RATIO, STRAGGLER_WAIT_SHARE,
@@ -231,7 +232,7 @@ impl CauseKind {
 }
 
 /// Every rule's `kind`, as docs/explain.schema.json lists them (a test keeps them equal).
-pub const KINDS: [&str; 18] = [
+pub const KINDS: [&str; 19] = [
     "slow_group",
     "unusual_group",
     "sync_memcpy",
@@ -250,6 +251,7 @@ pub const KINDS: [&str; 18] = [
     "cold_start",
     "cuda_error",
     "cuda_graphs",
+    "slow_host",
 ];
 
 /// One finding of `explain`.
@@ -260,6 +262,10 @@ pub struct Finding {
     pub severity: Severity,
     /// The rule: `slow_group`, `sync_in_loop`, `memory_leak`, ...
     pub kind: String,
+    /// The host it is about, when the recordings read are several hosts' (its `window` and
+    /// evidence times are on that host's trace clock).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     pub summary: String,
     /// The group the finding is about (its label values), when it is about one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -350,9 +356,9 @@ pub fn run_all(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
     out
 }
 
-/// `KIND-HASH`: FNV-1a over the rule, the labels, the process and the window (the same
+/// `KIND-HASH`: FNV-1a over the rule, the host, the labels, the process and the window (the same
 /// recording and selection give the same ids; the wording of a summary does not matter).
-fn finding_id(f: &Finding) -> String {
+pub(crate) fn finding_id(f: &Finding) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |bytes: &[u8]| {
         for b in bytes {
@@ -363,6 +369,10 @@ fn finding_id(f: &Finding) -> String {
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     };
     eat(f.kind.as_bytes());
+    // Only with several hosts, so one host's ids stay what they were.
+    if let Some(host) = &f.host {
+        eat(host.as_bytes());
+    }
     if let Some(labels) = &f.labels {
         for (k, v) in labels {
             eat(k.as_bytes());

@@ -56,23 +56,24 @@ pub fn grouping(labels: &LabelIndex) -> Option<GroupSpec> {
     })
 }
 
-/// A step of one process, in the terms of the rule.
-struct Work {
-    row: GroupRow,
+/// A step of one process, in the terms of the rule (the slow-host rule of several hosts'
+/// recordings judges hosts by the same measure).
+pub(crate) struct Work {
+    pub(crate) row: GroupRow,
     /// Synchronisation wait.
-    wait: u64,
+    pub(crate) wait: u64,
     /// The parts of its own work, in [`PARTS`] order.
-    parts: [u64; PARTS.len()],
+    pub(crate) parts: [u64; PARTS.len()],
 }
 
 impl Work {
-    fn own(&self) -> u64 {
+    pub(crate) fn own(&self) -> u64 {
         self.parts.iter().sum()
     }
 }
 
 /// The parts of own work, with the fix for a rank whose excess is mostly that part.
-const PARTS: [(&str, &str); 6] = [
+pub(crate) const PARTS: [(&str, &str); 6] = [
     (
         "blocked off-CPU",
         "Its CUDA thread slept where the others did not: look for host-side waits on that rank alone (data loading from a slower disk or remote store, I/O, locks, a checkpoint or log written by one rank).",
@@ -100,7 +101,7 @@ const PARTS: [(&str, &str); 6] = [
 ];
 
 impl Work {
-    fn of(row: GroupRow) -> Work {
+    pub(crate) fn of(row: GroupRow) -> Work {
         let t = &row.totals;
         let wait = t.sync_time_ns;
         // Off-CPU time up to the wait is the wait itself (the thread sleeps on the device).
@@ -371,6 +372,13 @@ fn finding(
 
 /// The causes of a straggler's excess, summed over its steps.
 fn straggler_causes(list: &[Straggle], total: u64) -> Vec<Cause> {
+    let parts: Vec<Vec<(usize, u64)>> = list.iter().map(|s| s.causes.clone()).collect();
+    part_causes(&parts, total, "the other ranks' median")
+}
+
+/// Causes from the parts (index into [`PARTS`], ns beyond the others) of each compared step,
+/// summed; `others` says what they are beyond.
+pub(crate) fn part_causes(steps: &[Vec<(usize, u64)>], total: u64, others: &str) -> Vec<Cause> {
     const KINDS: [CauseKind; PARTS.len()] = [
         CauseKind::Blocked,
         CauseKind::Preempted,
@@ -380,8 +388,8 @@ fn straggler_causes(list: &[Straggle], total: u64) -> Vec<Cause> {
         CauseKind::OtherCuda,
     ];
     let mut sums = [0u64; PARTS.len()];
-    for s in list {
-        for (p, ns) in &s.causes {
+    for causes in steps {
+        for (p, ns) in causes {
             if let Some(x) = sums.get_mut(*p) {
                 *x += ns;
             }
@@ -396,7 +404,7 @@ fn straggler_causes(list: &[Straggle], total: u64) -> Vec<Cause> {
             cause: kind,
             ns: *ns,
             share: (*ns as f64 / total.max(1) as f64).min(1.0),
-            detail: format!("{text} beyond the other ranks' median"),
+            detail: format!("{text} beyond {others}"),
             by: Vec::new(),
         })
         .collect();

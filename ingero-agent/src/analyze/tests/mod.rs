@@ -6,6 +6,7 @@
 pub(crate) mod fixtures;
 mod golden;
 mod grouping;
+mod hosts;
 mod nvtx;
 mod ranks;
 mod rules;

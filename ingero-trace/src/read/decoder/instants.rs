@@ -7,12 +7,13 @@ use super::args::{find, u64_of};
 use super::nvtx;
 use super::track_kind::TrackKind;
 use super::values::Val;
+use crate::clock_quality::ClockQuality;
 use crate::model::NvtxKind;
 use crate::model::{
     AnnotationRecord, FinalStats, LifecycleRecord, Placement, ProcessOp, ReadRecord, Scope,
     SessionInfo, SessionRecord,
 };
-use crate::vocab::{ArgKey, Instant, LABEL_PREFIX, StatsGroup};
+use crate::vocab::{ArgKey, Instant, LABEL_PREFIX, SessionArg, StatsGroup};
 
 /// Writes the record an instant named `name` on a track of `kind` stands for into `slot`;
 /// `false` (slot untouched) for an instant of no interest.
@@ -80,6 +81,11 @@ fn session(ts: u64, args: &[(Arc<str>, Val)]) -> SessionRecord {
             v.split('\n').map(str::to_owned).collect()
         }
     };
+    let named = |k: SessionArg| {
+        args.iter()
+            .find(|(name, _)| &**name == k.text())
+            .map(|(_, v)| v)
+    };
     SessionRecord {
         ts_ns: ts,
         info: SessionInfo {
@@ -89,6 +95,23 @@ fn session(ts: u64, args: &[(Arc<str>, Val)]) -> SessionRecord {
             command_line: s(ArgKey::CommandLine),
             targets: list(ArgKey::Targets),
             probes: list(ArgKey::Probes),
+            machine_name: named(SessionArg::MachineName)
+                .and_then(Val::as_str)
+                .unwrap_or("")
+                .to_owned(),
+            // Written together; older recordings have none of them.
+            clock: named(SessionArg::ClockMaxErrorUs)
+                .and_then(Val::as_u64)
+                .map(|maxerror_us| ClockQuality {
+                    maxerror_us,
+                    esterror_us: named(SessionArg::ClockEstErrorUs)
+                        .and_then(Val::as_u64)
+                        .unwrap_or(0),
+                    unsynchronized: matches!(
+                        named(SessionArg::ClockUnsynchronized),
+                        Some(Val::B(true))
+                    ),
+                }),
         },
         machine_id: u64_of(args, ArgKey::MachineId).unwrap_or(0) as u32,
         file_index: u64_of(args, ArgKey::FileIndex).unwrap_or(0),
