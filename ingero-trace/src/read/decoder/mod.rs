@@ -110,6 +110,11 @@ impl Decoder {
         self.tables.container_lost();
     }
 
+    /// The seek mark the last packet was, if it was one.
+    pub(super) fn take_mark(&mut self) -> Option<crate::read::seek::Mark> {
+        self.tables.mark.take()
+    }
+
     /// Packets the byte-layout match decoded so far.
     pub(super) fn layout_hits(&self) -> u64 {
         self.fast.layout_hits()
