@@ -10,3 +10,4 @@ mod nvtx;
 mod ranks;
 mod rules;
 mod scenarios;
+mod windows;
