@@ -231,17 +231,25 @@ impl FileDecoder {
             self.outside_skipped += 1;
             return Ok(false);
         }
-        if self.skip_bundles && super::expand::compressed(bytes).is_some() {
-            // No container is inflated: a helper would only be out of step.
-            self.ahead = None;
-            self.bundles_skipped += 1;
-            return Ok(false);
-        }
         self.packets += 1;
         self.dec.set_in_bundle(false);
-        match self.dec.packet(bytes, slot)? {
+        // A skim decodes plain packets only, none of them in the layouts of the fast path
+        // (the chunks' hot packets): straight to the scanner.
+        let step = if self.skip_bundles || self.outside != Outside::All {
+            self.dec.packet_general(bytes, slot)?
+        } else {
+            self.dec.packet(bytes, slot)?
+        };
+        match step {
             Step::Nothing => Ok(false),
             Step::Record => Ok(true),
+            Step::Compressed(_) if self.skip_bundles => {
+                // No container is inflated: a helper would only be out of step.
+                self.packets -= 1;
+                self.ahead = None;
+                self.bundles_skipped += 1;
+                Ok(false)
+            }
             Step::Compressed(z) => {
                 self.packets -= 1;
                 match self.inflate(z) {

@@ -165,6 +165,15 @@ impl Decoder {
         self.packet_slow(bytes, slot)
     }
 
+    /// [`Self::packet`] through the scanner alone (packets the fast path never takes).
+    pub(super) fn packet_general<'a>(
+        &mut self,
+        bytes: &'a [u8],
+        slot: &mut ReadRecord,
+    ) -> Result<Step<'a>, Malformed> {
+        self.packet_slow(bytes, slot)
+    }
+
     #[inline(never)]
     fn packet_slow<'a>(
         &mut self,
