@@ -27,9 +27,7 @@ fn main() -> Result<()> {
     let mut full = false;
     let mut ahead = default_inflate_ahead();
     while let Some(a) = args.next() {
-        let mut fraction = || -> Result<f64> {
-            Ok(args.next().context(USAGE)?.parse::<f64>()?)
-        };
+        let mut fraction = || -> Result<f64> { Ok(args.next().context(USAGE)?.parse::<f64>()?) };
         match a.as_str() {
             "--window" => window = Some((fraction()?, fraction()?)),
             "--full" => full = true,
@@ -51,10 +49,7 @@ fn main() -> Result<()> {
     println!("extent_ns {}", end - start);
     if let Some((from, to)) = window {
         let span = (end - start) as f64;
-        let w = TimeRange::new(
-            start + (from * span) as u64,
-            start + (to * span) as u64,
-        );
+        let w = TimeRange::new(start + (from * span) as u64, start + (to * span) as u64);
         let reader = TraceReader::from_files(files.clone(), TimeRange::all()).inflate_ahead(ahead);
         let mut reader = if full {
             reader

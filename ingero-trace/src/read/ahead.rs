@@ -212,6 +212,27 @@ mod tests {
     }
 
     #[test]
+    fn a_helper_from_an_offset_numbers_its_containers_from_there_and_stops_at_the_end_given() {
+        let dir = tmp_dir("ahead-at");
+        let (a, b, c) = (
+            container(&[b"first".to_vec()]),
+            container(&[b"second".to_vec()]),
+            container(&[b"third".to_vec()]),
+        );
+        let bytes = file_of(&[a.clone(), b.clone(), c.clone()]);
+        let path = dir.join("f.pftrace");
+        std::fs::write(&path, &bytes).expect("write");
+        // `b` starts where the framed `a` ends; `c` where `b` does.
+        let at_b = (bytes.len() - file_of(&[b.clone(), c.clone()]).len()) as u64;
+        let at_c = (bytes.len() - file_of(std::slice::from_ref(&c)).len()) as u64;
+        let mut ahead = InflateAhead::spawn_at(&path, at_b, Some(at_c)).expect("spawn");
+        let (buf, n) = ahead.take(stream(&b)).expect("output").expect("inflated");
+        assert_eq!(&buf[..n], b"\x0a\x06second");
+        assert!(ahead.take(stream(&c)).is_none(), "nothing past `until`");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_container_out_of_step_stops_the_helper() {
         let dir = tmp_dir("ahead-out-of-step");
         let a = container(&[b"first".to_vec()]);

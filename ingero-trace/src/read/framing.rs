@@ -274,7 +274,10 @@ impl<R: Read> ChunkedPackets<R> {
                 });
             }
             let total = hdr + len;
-            if skip && tag == FRAME && len >= COMPRESSED_PACKETS.len() && self.offset < self.skip_before
+            if skip
+                && tag == FRAME
+                && len >= COMPRESSED_PACKETS.len()
+                && self.offset < self.skip_before
             {
                 let Some(key) = avail.get(hdr..hdr + COMPRESSED_PACKETS.len()) else {
                     if self.eof {
@@ -402,7 +405,10 @@ mod tests {
             varint::put(file, body.len() as u64);
             file.extend_from_slice(body);
         };
-        for (i, n) in [3usize, 10, 5000, 1, 70_000, 200, 4095, 4096, 9000, 0].iter().enumerate() {
+        for (i, n) in [3usize, 10, 5000, 1, 70_000, 200, 4095, 4096, 9000, 0]
+            .iter()
+            .enumerate()
+        {
             let mut c = COMPRESSED_PACKETS.to_vec();
             varint::put(&mut c, *n as u64);
             c.extend((0..*n).map(|k| k as u8));
@@ -446,7 +452,11 @@ mod tests {
         while skim.next_plain_range(5_060).expect("skim").is_some() {
             n += 1;
         }
-        assert_eq!(n, plain.len() + containers as usize - 4, "the four before 5,060 skipped");
+        assert_eq!(
+            n,
+            plain.len() + containers as usize - 4,
+            "the four before 5,060 skipped"
+        );
     }
 
     #[test]

@@ -481,7 +481,10 @@ impl TraceReader {
 
     /// How to read `path`: what the seek index says its window needs.
     fn how_to_read(&self, path: &Path) -> HowToRead {
-        let file = self.seek.as_ref().and_then(|(ix, w)| Some((ix.get(path)?, *w)));
+        let file = self
+            .seek
+            .as_ref()
+            .and_then(|(ix, w)| Some((ix.get(path)?, *w)));
         HowToRead {
             skip_bundles: self.skip_bundles,
             inflate_ahead: self.inflate_ahead,

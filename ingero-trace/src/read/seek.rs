@@ -154,21 +154,29 @@ impl FileIndex {
         for i in (0..n).rev() {
             from_on[i] = from_on[i + 1].min(self.stretch(i).map_or(u64::MAX, |r| r.0));
         }
-        for k in first..n {
-            let open_after = k == first || self.restarts[k - 1].1.is_none_or(|o| o > b);
-            if from_on[k] > b && open_after {
-                if k == first {
-                    return Some(Plan::Nothing);
-                }
-                return Some(Plan::Range {
-                    from: self.start_of(first),
-                    until: Some(self.start_of(k)),
-                });
-            }
-        }
-        Some(Plan::Range {
-            from: self.start_of(first),
-            until: None,
+        // The first later restart from which nothing begins by `b` and across which nothing
+        // begun by `b` is open (the stretch `first` itself: nothing overlaps the window).
+        let open_after = |k: usize| {
+            k == first
+                || k.checked_sub(1)
+                    .and_then(|r| self.restarts.get(r))
+                    .is_none_or(|(_, open)| open.is_none_or(|o| o > b))
+        };
+        let stop = from_on
+            .iter()
+            .enumerate()
+            .take(n)
+            .skip(first)
+            .find(|&(k, &from)| from > b && open_after(k))
+            .map(|(k, _)| k);
+        let from = self.start_of(first);
+        Some(match stop {
+            Some(k) if k == first => Plan::Nothing,
+            Some(k) => Plan::Range {
+                from,
+                until: Some(self.start_of(k)),
+            },
+            None => Plan::Range { from, until: None },
         })
     }
 }

@@ -123,13 +123,27 @@ fn late_heavy() -> &'static Recording {
         for i in 0..150_000u64 {
             ts += 10_000;
             let r = if i % 2 == 0 {
-                cuda(t, ts, 2_000, ingero_ebpf::CudaOp::LaunchKernel, 0, launch_args(64, 1))
+                cuda(
+                    t,
+                    ts,
+                    2_000,
+                    ingero_ebpf::CudaOp::LaunchKernel,
+                    0,
+                    launch_args(64, 1),
+                )
             } else {
                 let sync = crate::model::CudaArgs::Sync {
                     stream: None,
                     event: None,
                 };
-                cuda(t, ts - 2_000_000, 3_000_000, ingero_ebpf::CudaOp::StreamSynchronize, 0, sync)
+                cuda(
+                    t,
+                    ts - 2_000_000,
+                    3_000_000,
+                    ingero_ebpf::CudaOp::StreamSynchronize,
+                    0,
+                    sync,
+                )
             };
             rec.write(&r).expect("write");
         }
@@ -348,7 +362,10 @@ fn a_file_cut_short_is_read_past_its_last_mark() {
     let (a, b) = c.extent;
     // The last stretch has no mark after it: a window after the file's last mark is read to
     // its end.
-    let last = c.whole.iter().position(|x| matches!(x, ReadRecord::Session(s) if s.file_index == 1));
+    let last = c
+        .whole
+        .iter()
+        .position(|x| matches!(x, ReadRecord::Session(s) if s.file_index == 1));
     let before_next = c.whole[..last.expect("the second file")]
         .iter()
         .filter(|x| !matches!(x, ReadRecord::Session(_) | ReadRecord::Statistics(_)))
@@ -356,7 +373,10 @@ fn a_file_cut_short_is_read_past_its_last_mark() {
         .max()
         .expect("records");
     let end = TimeRange::new(before_next, before_next);
-    assert!(matches!(ix.plan(end), Some(Plan::Range { until: None, .. })));
+    assert!(matches!(
+        ix.plan(end),
+        Some(Plan::Range { until: None, .. })
+    ));
     for k in 0..20 {
         let start = a + (b - a) / 20 * k;
         c.check(TimeRange::new(start, start + (b - a) / 40));
@@ -430,7 +450,11 @@ fn damage_is_reported_where_the_window_reads_it() {
         };
         if reads_it {
             inside += 1;
-            assert_eq!(reader.damage(), &whole.1[..], "the same loss, the same reason");
+            assert_eq!(
+                reader.damage(),
+                &whole.1[..],
+                "the same loss, the same reason"
+            );
         } else {
             assert!(reader.damage().is_empty(), "{window:?}");
         }
@@ -454,14 +478,24 @@ fn marks_out_of_place_leave_the_file_to_be_read_whole() {
     ix.add(200, &mark(MarkKind::FileEnd));
     assert!(ix.plan(TimeRange::new(30, 40)).is_some());
     ix.add(300, &mark(MarkKind::Restart));
-    assert_eq!(ix.plan(TimeRange::new(30, 40)), None, "a mark after the end");
+    assert_eq!(
+        ix.plan(TimeRange::new(30, 40)),
+        None,
+        "a mark after the end"
+    );
     let mut back = FileIndex::default();
     back.add(100, &mark(MarkKind::Restart));
     back.add(50, &mark(MarkKind::Restart));
     assert!(back.is_empty(), "an offset going back");
     let mut other = FileIndex::default();
     other.add(100, &mark(MarkKind::Restart));
-    other.add(200, &Mark { sequence: 9, ..mark(MarkKind::Restart) });
+    other.add(
+        200,
+        &Mark {
+            sequence: 9,
+            ..mark(MarkKind::Restart)
+        },
+    );
     assert!(other.is_empty(), "marks on two sequences");
 }
 
@@ -499,9 +533,21 @@ fn plans_start_at_the_first_stretch_reaching_the_window_and_stop_where_nothing_m
     );
     let plan = |a, b| ix.plan(TimeRange::new(a, b));
     assert_eq!(plan(0, 3), range(0, Some(100)));
-    assert_eq!(plan(11, 12), range(100, Some(200)), "the first stretch ends before");
-    assert_eq!(plan(21, 21), range(100, Some(300)), "the open slice begins after");
-    assert_eq!(plan(23, 23), range(100, Some(400)), "the open slice ends after 300");
+    assert_eq!(
+        plan(11, 12),
+        range(100, Some(200)),
+        "the first stretch ends before"
+    );
+    assert_eq!(
+        plan(21, 21),
+        range(100, Some(300)),
+        "the open slice begins after"
+    );
+    assert_eq!(
+        plan(23, 23),
+        range(100, Some(400)),
+        "the open slice ends after 300"
+    );
     assert_eq!(plan(45, 46), range(300, Some(400)));
     assert_eq!(plan(31, 35), Some(Plan::Nothing), "between the records");
     assert_eq!(plan(51, 59), Some(Plan::Nothing));
@@ -515,4 +561,3 @@ fn plans_start_at_the_first_stretch_reaching_the_window_and_stop_where_nothing_m
     assert_eq!(late.plan(TimeRange::new(11, 11)), range(100, Some(200)));
     assert_eq!(late.plan(TimeRange::new(13, 13)), range(100, None));
 }
-

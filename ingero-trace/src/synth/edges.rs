@@ -153,7 +153,14 @@ pub fn records(o: &EdgeOptions) -> Vec<TimelineRecord> {
             _ => {
                 let grid = [128, 256, 1024][(rng.next() % 3) as usize];
                 let dur = rng.within(US, 3 * US);
-                cuda(t, ts, dur, CudaOp::LaunchKernel, 0, launch_args(grid, 0x5600_0000_0010))
+                cuda(
+                    t,
+                    ts,
+                    dur,
+                    CudaOp::LaunchKernel,
+                    0,
+                    launch_args(grid, 0x5600_0000_0010),
+                )
             }
         };
         out.push(rec);

@@ -54,8 +54,8 @@ mod launch;
 mod names;
 
 pub use args::{
-    ARG_KEYS, ArgKey, LABEL_PREFIX, NVTX_DOMAIN_LABEL, NVTX_LABEL, NvtxArg, ProcessLabel,
-    SeekArg, StatsGroup,
+    ARG_KEYS, ArgKey, LABEL_PREFIX, NVTX_DOMAIN_LABEL, NVTX_LABEL, NvtxArg, ProcessLabel, SeekArg,
+    StatsGroup,
 };
 pub use launch::{
     dim3, launch_text, parse_dim3, parse_launch, parse_ptr, ptr_text, state_name, state_value,

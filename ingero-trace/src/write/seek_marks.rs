@@ -18,23 +18,18 @@
 //! `records.to_ns` reaches `a` (everything begun before ends before `a`) and stops at the
 //! first later restart where nothing after begins by `b` and nothing open began by `b`.
 //! A late slice's begin and end are written together: the recorder holds a restart that would
-//! fall between them, so no late slice is open across one.
-
-use super::error::Result;
-use super::recorder::Recorder;
-use super::tracks::{Hint, TrackKey};
-use crate::proto::DebugAnnotation;
-use crate::vocab::{Instant, SeekArg};
+//! fall between them, so no late slice is open across one. The marks are written by the
+//! recorder's plain-sequence events (`plain.rs`) from the state kept here.
 
 /// The seek-mark state of the file being written.
 #[derive(Default)]
 pub(super) struct SeekMarks {
     /// Earliest start and latest end of the records in the chunks since the last mark.
-    records: Option<(u64, u64)>,
+    pub(super) records: Option<(u64, u64)>,
     /// A late slice's begin is written and its end is not: no restart now.
     pub(super) hold: bool,
     /// The file's `file end` mark is written.
-    closed: bool,
+    pub(super) closed: bool,
 }
 
 impl SeekMarks {
@@ -50,48 +45,5 @@ impl SeekMarks {
     /// A new file: nothing in it yet.
     pub(super) fn new_file(&mut self) {
         *self = SeekMarks::default();
-    }
-}
-
-impl Recorder {
-    /// The `restart` mark, written (plain, so ahead of the chunk) just before the sequences
-    /// restart at the head of the next chunk at stream time `base`.
-    pub(super) fn mark_restart(&mut self, base: u64) -> Result<()> {
-        let open = self.slices.earliest_open();
-        self.write_mark(Instant::Restart, base, open)
-    }
-
-    /// The `file end` mark: once per file, after its last chunk (chunked files only).
-    pub(super) fn mark_file_end(&mut self, ts: u64) -> Result<()> {
-        if self.marks.closed || !self.chunked() {
-            return Ok(());
-        }
-        self.marks.closed = true;
-        self.write_mark(Instant::FileEnd, ts, None)
-    }
-
-    fn write_mark(&mut self, which: Instant, ts: u64, open: Option<u64>) -> Result<()> {
-        let track = self.track(&TrackKey::Ingero, Hint { pid: 0, comm: "" })?;
-        let records = self.marks.records.take();
-        let values = [
-            (SeekArg::RecordsFromNs, records.map(|r| r.0)),
-            (SeekArg::RecordsToNs, records.map(|r| r.1)),
-            (SeekArg::OpenFromNs, open),
-        ];
-        let mut args = Vec::with_capacity(values.len());
-        for (key, value) in values {
-            let Some(v) = value else { continue };
-            let (name_iid, name) = match self.plain.interner.debug_name(key.text()) {
-                Some(iid) => (Some(iid), None),
-                None => (None, Some(key.text().to_owned())),
-            };
-            args.push(DebugAnnotation {
-                name_iid,
-                name,
-                uint_value: Some(v),
-                ..Default::default()
-            });
-        }
-        self.ingero_instant(track, ts, which, args)
     }
 }

@@ -72,7 +72,9 @@ fn a_mark_precedes_every_restart_and_ends_every_file() {
                 }
                 Item::Container { restarts: r, .. } => {
                     // The first container of a file starts its sequences: no mark before it.
-                    let first = !items[..i].iter().any(|x| matches!(x, Item::Container { .. }));
+                    let first = !items[..i]
+                        .iter()
+                        .any(|x| matches!(x, Item::Container { .. }));
                     let marked = pending.take().is_some_and(|m| m.kind == MarkKind::Restart);
                     assert_eq!(*r && !first, marked, "{f:?}: container {i}");
                     restarts += usize::from(marked);
@@ -120,13 +122,22 @@ fn each_mark_bounds_what_its_stretch_holds() {
                 let (s, e) = r.interval();
                 if s < from {
                     open_across += 1;
-                    assert!(open_from.is_some_and(|o| o <= s), "{f:?} stretch {k}: {r:?}");
+                    assert!(
+                        open_from.is_some_and(|o| o <= s),
+                        "{f:?} stretch {k}: {r:?}"
+                    );
                 }
-                assert!(e <= latest_end, "{f:?} stretch {k}: {r:?} ends after every mark");
+                assert!(
+                    e <= latest_end,
+                    "{f:?} stretch {k}: {r:?} ends after every mark"
+                );
             }
         }
     }
-    assert!(open_across > 30, "{open_across} records open across restarts");
+    assert!(
+        open_across > 30,
+        "{open_across} records open across restarts"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

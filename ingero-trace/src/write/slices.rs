@@ -91,11 +91,7 @@ impl OpenSlices {
                 end = outer;
             }
         }
-        stack.push(OpenSlice {
-            begin: ts,
-            end,
-            at,
-        });
+        stack.push(OpenSlice { begin: ts, end, at });
         self.begun += 1;
         self.due.push(Due {
             key: Reverse((end, Reverse(self.begun))),
@@ -191,7 +187,11 @@ mod tests {
         );
         // Another track is independent; an end before the start becomes the start.
         assert_eq!(s.begin(2, 40, 5, AT).end, 40);
-        assert_eq!(s.earliest_open(), Some(10), "the outermost slice of track 1");
+        assert_eq!(
+            s.earliest_open(),
+            Some(10),
+            "the outermost slice of track 1"
+        );
         assert_eq!(s.pop_due(39), None);
         assert_eq!(s.pop_due(40).map(|d| (d.end, d.track)), Some((40, 2)));
         assert_eq!(s.pop_due(99), None);

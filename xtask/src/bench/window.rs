@@ -115,7 +115,15 @@ fn size_of(dir: &Path) -> u64 {
 }
 
 pub fn run(size_gb: f64) -> Result<String> {
-    run_cmd(cargo().args(["build", "--release", "-q", "-p", "ingero-agent", "--bin", "ingero"]))?;
+    run_cmd(cargo().args([
+        "build",
+        "--release",
+        "-q",
+        "-p",
+        "ingero-agent",
+        "--bin",
+        "ingero",
+    ]))?;
     run_cmd(cargo().args([
         "build",
         "--release",
@@ -144,8 +152,15 @@ fn measure_all(bin: &Path, long: &Path, short: &Path, size_gb: f64) -> Result<St
     generate(bin, short, size_gb / 4.0)?;
     let t = long.to_string_lossy().into_owned();
     let ingero = bin.join("ingero").to_string_lossy().into_owned();
-    let scan = bin.join("examples/scan-trace").to_string_lossy().into_owned();
-    let whole = least_cpu("reader: whole recording", &[scan, t.clone(), "-j".into(), "1".into()], None)?;
+    let scan = bin
+        .join("examples/scan-trace")
+        .to_string_lossy()
+        .into_owned();
+    let whole = least_cpu(
+        "reader: whole recording",
+        &[scan, t.clone(), "-j".into(), "1".into()],
+        None,
+    )?;
     let (from, to) = (WINDOW.0.to_string(), WINDOW.1.to_string());
     let first = window_scan(bin, long, &[])?;
     let win = window_scan(bin, long, &["--window", &from, &to])?;
@@ -162,8 +177,16 @@ fn measure_all(bin: &Path, long: &Path, short: &Path, size_gb: f64) -> Result<St
     };
     let mut rows = Vec::new();
     for cmd in ["query", "explain"] {
-        rows.push(least_cpu(&format!("{cmd} --json, whole"), &argv(cmd, false), None)?);
-        rows.push(least_cpu(&format!("{cmd} --json, 1 % window"), &argv(cmd, true), None)?);
+        rows.push(least_cpu(
+            &format!("{cmd} --json, whole"),
+            &argv(cmd, false),
+            None,
+        )?);
+        rows.push(least_cpu(
+            &format!("{cmd} --json, 1 % window"),
+            &argv(cmd, true),
+            None,
+        )?);
         let full = Some(("INGERO_FULL_SCAN", "1"));
         let name = format!("{cmd} --json, 1 % window, INGERO_FULL_SCAN=1");
         rows.push(least_cpu(&name, &argv(cmd, true), full)?);
@@ -183,9 +206,14 @@ fn measure_all(bin: &Path, long: &Path, short: &Path, size_gb: f64) -> Result<St
     let full = whole.cpu_s;
     let window_cpu = win.get("window_cpu_s")?;
     s.push_str("| reader | CPU s | × whole read | target |\n|---|---:|---:|---|\n");
-    s.push_str(&format!("| whole read (full scan) | {full:.2} | 1.000 | - |\n"));
+    s.push_str(&format!(
+        "| whole read (full scan) | {full:.2} | 1.000 | - |\n"
+    ));
     let fp = first.get("first_pass_cpu_s")?;
-    s.push_str(&format!("| first pass | {fp:.3} | {:.3} | - |\n", fp / full));
+    s.push_str(&format!(
+        "| first pass | {fp:.3} | {:.3} | - |\n",
+        fp / full
+    ));
     let mark = |ok: bool| if ok { "met" } else { "missed" };
     s.push_str(&format!(
         "| 1 % window, second pass ({} records) | {window_cpu:.3} | {:.3} | ≤ 0.05: {} |\n",

@@ -18,7 +18,8 @@ use ingero_trace::synth::edges::{self, EdgeOptions};
 fn recording() -> &'static (Vec<PathBuf>, PathBuf) {
     static REC: OnceLock<(Vec<PathBuf>, PathBuf)> = OnceLock::new();
     REC.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("ingero-analyze-{}-windows", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("ingero-analyze-{}-windows", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let files = edges::write(dir.join("edges.pftrace"), &EdgeOptions::default())
             .expect("write the recording");
@@ -60,7 +61,10 @@ fn same_both_ways(mut an: Analysis, what: &str) {
     an.index.seek_windows = false;
     let full = reports(&an);
     for (i, (a, b)) in indexed.iter().zip(&full).enumerate() {
-        assert!(a == b, "{what}: report {i} differs\nindexed: {a}\nfull:    {b}");
+        assert!(
+            a == b,
+            "{what}: report {i} differs\nindexed: {a}\nfull:    {b}"
+        );
     }
 }
 
@@ -68,7 +72,11 @@ fn same_both_ways(mut an: Analysis, what: &str) {
 fn windows_report_what_a_full_scan_reports() {
     let base = open(&SelectionSpec::default());
     let (a, b) = (base.index.clock.start_ns, base.index.clock.end_ns);
-    assert!(base.index.seek.restarts() > 100, "{}", base.index.seek.restarts());
+    assert!(
+        base.index.seek.restarts() > 100,
+        "{}",
+        base.index.seek.restarts()
+    );
     let mut rng = 0x2545_F491_4F6C_DD1Du64;
     let mut next = move || {
         rng ^= rng << 13;
