@@ -277,7 +277,7 @@ impl TraceReader {
         self
     }
 
-    /// Containers skipped so far (skim mode).
+    /// Containers skipped so far (skim mode, and around a window's part with [`Self::seek`]).
     pub fn bundles_skipped(&self) -> u64 {
         self.bundles_skipped + self.current.as_ref().map_or(0, OpenFile::bundles_skipped)
     }
