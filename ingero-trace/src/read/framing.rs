@@ -109,9 +109,11 @@ impl<R: BufRead> PacketReader<R> {
 /// Bytes read from the file at a time by [`ChunkedPackets`].
 const CHUNK: usize = 1 << 20;
 
-/// Bytes read at a time while skimming ([`ChunkedPackets::next_plain_range`]): enough for the
-/// plain packets the writer puts between two chunks and the next chunk's header, whose body
-/// is then skipped with a seek instead of being read.
+/// Bytes read after a seek while skimming ([`ChunkedPackets::next_plain_range`]): enough for
+/// the plain packets the writer puts between two chunks and the next chunk's header, whose
+/// body is then skipped with a seek instead of being read. Each further read without a seek
+/// between takes twice as much, up to [`CHUNK`] (a file of plain packets is read in large
+/// reads).
 const SKIM_READ: usize = 4 << 10;
 
 /// What the framing found next.
@@ -138,6 +140,8 @@ pub struct ChunkedPackets<R> {
     truncated: bool,
     /// Reads stay small: containers are being skipped.
     skimming: bool,
+    /// The size of the next read while skimming.
+    skim_read: usize,
     /// Containers starting before this offset are skipped (while skimming).
     skip_before: u64,
     /// Containers skipped unread.
@@ -164,6 +168,7 @@ impl<R: Read> ChunkedPackets<R> {
             start: offset,
             truncated: false,
             skimming: false,
+            skim_read: SKIM_READ,
             skip_before: 0,
             skipped: 0,
             len: 0,
@@ -208,7 +213,9 @@ impl<R: Read> ChunkedPackets<R> {
             self.buf.resize(want, 0);
         }
         let stop = if self.skimming {
-            need.max(self.end + SKIM_READ).min(self.buf.len())
+            let read = self.skim_read;
+            self.skim_read = (read * 2).min(CHUNK);
+            need.max(self.end + read).min(self.buf.len())
         } else {
             self.buf.len()
         };
@@ -366,6 +373,7 @@ impl<R: Read + Seek> ChunkedPackets<R> {
         }
         let delta = i64::try_from(rest).unwrap_or(i64::MAX);
         self.inner.seek(SeekFrom::Current(delta))?;
+        self.skim_read = SKIM_READ;
         self.pos = 0;
         self.end = 0;
         self.eof = false;
