@@ -8,6 +8,9 @@
 //! - [`launches`]: a launch-dominated stream of any length (the benchmark workload): two
 //!   threads launching kernels with a few configurations, a memcpy every 50 calls and a stream
 //!   sync every 1000. Generated lazily, so 10 M events need no memory.
+//! - [`edges`]: what the edges of a time window can cut (long calls and off-CPU intervals
+//!   across many restarts, late records, allocations, labels), in small chunks with a restart
+//!   at each: the seek tests' workload.
 
 use std::path::PathBuf;
 
@@ -21,6 +24,8 @@ use crate::model::{
 };
 use crate::model::{FinalStats, SessionInfo};
 use crate::write::{Recorder, RecorderConfig};
+
+pub mod edges;
 
 /// Pid of the scenario's process: above the kernel's pid_max, so never a real process.
 pub const SCENARIO_PID: u32 = 5_000_000;
@@ -72,7 +77,9 @@ pub fn lifecycle(t: Task, ts_ns: u64, op: ProcessOp, other_pid: u32, text: &str)
     }))
 }
 
-fn annotation(
+/// An annotation of the synthetic workloads: an instant (`end_ns: None`) or a span of
+/// `labels`, scoped to `scope`'s process (or trace-wide), as a client writes it.
+pub fn annotation(
     ts_ns: u64,
     end_ns: Option<u64>,
     scope: Option<u32>,

@@ -1,5 +1,5 @@
-//! `cargo xtask bench probes|annotate|record|analyze|nvtx`: benchmarks whose numbers go into
-//! docs/benchmarks.md. Each reports ratios against a baseline measured in the same run, never a
+//! `cargo xtask bench probes|annotate|record|analyze|nvtx|window`: benchmarks whose numbers go
+//! into docs/benchmarks*.md. Each reports ratios against a baseline measured in the same run, never a
 //! pass/fail on absolute time.
 
 mod analyze;
@@ -8,6 +8,7 @@ mod drain;
 mod nvtx;
 mod probes;
 mod record;
+mod window;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
@@ -25,6 +26,9 @@ pub enum Suite {
     /// libingero_nvtx.so: ns per NVTX push+pop pair without a tool, with no agent, with an
     /// agent, and a sustained paced run with zero drops.
     Nvtx,
+    /// A 1 % time window of a multi-GB recording against the full scan, and the first pass per
+    /// GB of labels at two recording lengths.
+    Window,
 }
 
 #[derive(Args)]
@@ -34,6 +38,9 @@ pub struct BenchArgs {
     /// Seconds per timed run.
     #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
+    /// `window`: the size of the longer generated recording, in GB.
+    #[arg(long, default_value_t = 2.0)]
+    pub size_gb: f64,
 }
 
 pub fn run(args: &BenchArgs) -> Result<()> {
@@ -59,6 +66,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         }
         Suite::Nvtx => {
             println!("{}", nvtx::run()?);
+            Ok(())
+        }
+        Suite::Window => {
+            println!("{}", window::run(args.size_gb)?);
             Ok(())
         }
     }

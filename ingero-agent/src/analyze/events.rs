@@ -164,7 +164,8 @@ pub fn write(an: &Analysis, format: EventFormat, out: &mut dyn Write) -> Result<
         )
         .context("writing events")?;
     }
-    let mut reader = an.index.reader(an.selection.range);
+    let range = an.selection.range;
+    let mut reader = an.index.window_reader(range, range);
     for rec in reader.by_ref() {
         let rec = rec?;
         // `admitted` first: it refuses every record `row` has no row for, so the order changes

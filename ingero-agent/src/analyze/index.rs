@@ -1,7 +1,14 @@
 //! The first pass over a recording: its extent on the trace clock, its wall-clock reference,
-//! the session description and every label interval ([`LabelIndex`]). Memory grows with the
-//! number of annotations, not events; time too, for compressed recordings, whose chunks this
-//! pass skips (everything it needs is written outside them).
+//! the session description, every label interval ([`LabelIndex`]) and the writer's seek
+//! marks ([`SeekIndex`]). Memory grows with the number of annotations, not events; time too,
+//! for compressed recordings, whose chunks this pass skips unread (everything it needs is
+//! written outside them).
+//!
+//! The second pass ([`TraceIndex::window_reader`]) reads, with the seek marks, only the part
+//! of each file a selected time range needs, so a window costs what it holds. Setting
+//! `INGERO_FULL_SCAN=1` (or [`TraceIndex::seek_windows`] to false) makes it read every file
+//! whole instead: the same results, at the cost of the whole recording (what the tests and
+//! the benchmark compare against).
 
 use std::path::PathBuf;
 
@@ -10,7 +17,11 @@ use anyhow::Result;
 use super::clock::TraceClock;
 use super::labels::LabelIndex;
 use ingero_trace::model::{ReadRecord, SessionRecord};
+use ingero_trace::read::seek::SeekIndex;
 use ingero_trace::read::{self, TimeRange, TraceReader, empty_record};
+
+/// Set to `1`: the second pass reads every file whole, not only the part a time range needs.
+pub const FULL_SCAN_ENV: &str = "INGERO_FULL_SCAN";
 
 /// What the first pass learnt.
 pub struct TraceIndex {
@@ -25,6 +36,11 @@ pub struct TraceIndex {
     /// Whether the second pass inflates on a helper thread (`TraceReader::inflate_ahead`;
     /// default: the reader's).
     pub inflate_ahead: bool,
+    /// What the writer's seek marks said of each file.
+    pub seek: SeekIndex,
+    /// Whether the second pass reads only what a time range needs (default: unless
+    /// `INGERO_FULL_SCAN=1`).
+    pub seek_windows: bool,
 }
 
 impl TraceIndex {
@@ -69,6 +85,7 @@ impl TraceIndex {
             end = start;
         }
         let offset = reader.first_realtime_offset();
+        let seek = reader.seek_index();
         let fallback = session.as_ref().and_then(|s| {
             (s.started_realtime_ns != 0)
                 .then(|| i128::from(s.started_realtime_ns) - i128::from(s.ts_ns))
@@ -85,11 +102,25 @@ impl TraceIndex {
             session,
             records,
             inflate_ahead: read::default_inflate_ahead(),
+            seek,
+            seek_windows: std::env::var_os(FULL_SCAN_ENV).is_none_or(|v| v != "1"),
         })
     }
 
-    /// A reader of the indexed files over `range`, for a second pass.
+    /// A reader of the indexed files over `range`, for a second pass, reading them whole.
     pub fn reader(&self, range: TimeRange) -> TraceReader {
         TraceReader::from_files(self.files.clone(), range).inflate_ahead(self.inflate_ahead)
+    }
+
+    /// A reader of the indexed files over `range`, for a second pass that looks at the
+    /// records overlapping `window` alone: it reads only the part of each file that can hold
+    /// them (unless [`Self::seek_windows`] is off), and yields them as a whole read would.
+    pub fn window_reader(&self, range: TimeRange, window: TimeRange) -> TraceReader {
+        let reader = self.reader(range);
+        if self.seek_windows {
+            reader.seek(self.seek.clone(), window)
+        } else {
+            reader
+        }
     }
 }

@@ -43,8 +43,10 @@ pub fn run(
         .collect();
     let mut scan = Scan::new(ix, sel, groupings, needs);
     // The range is checked by the scan, on the two kinds of record it reads, rather than by
-    // the reader on every record (the same test: the record's interval overlaps the range).
-    let mut reader = ix.reader(TimeRange::all());
+    // the reader on every record (the same test: the record's interval overlaps the range);
+    // the reader reads only what can hold records overlapping it, and of the packets outside
+    // the chunks, only what those records need.
+    let mut reader = ix.window_reader(TimeRange::all(), sel.range).events_only();
     match (needs.ops, scan.grouped(), needs.processes) {
         (false, false, false) => scan_all::<false, false, false>(&mut reader, &mut scan),
         (false, false, true) => scan_all::<false, false, true>(&mut reader, &mut scan),

@@ -16,6 +16,7 @@
 //! helper.
 
 use std::fs::File;
+use std::io::{Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,15 +64,26 @@ pub struct InflateAhead {
 
 impl InflateAhead {
     /// Starts a helper on `path` (opened again, so the decoder's own reading is untouched).
+    #[cfg(test)]
     pub fn spawn(path: &Path) -> std::io::Result<InflateAhead> {
-        let file = File::open(path)?;
+        Self::spawn_at(path, 0, None)
+    }
+
+    /// Starts a helper on the packets of `path` from file offset `from` (a packet's start) up
+    /// to `until` (a later packet's start; `None`: the end): the containers a reader seeking
+    /// to a window decodes (`read::seek`), numbered from the first one at `from`.
+    pub fn spawn_at(path: &Path, from: u64, until: Option<u64>) -> std::io::Result<InflateAhead> {
+        let mut file = File::open(path)?;
+        file.seek(SeekFrom::Start(from))?;
+        let packets = ChunkedPackets::new_at(file, from);
+        let until = until.unwrap_or(u64::MAX);
         let (out_tx, out_rx) = sync_channel(AHEAD);
         let (spent_tx, spent_rx) = channel();
         let hung_up = Arc::new(AtomicBool::new(false));
         let stop = Arc::clone(&hung_up);
         let helper = std::thread::Builder::new()
             .name("ingero-inflate".into())
-            .spawn(move || inflate_file(file, &out_tx, &spent_rx, &stop))?;
+            .spawn(move || inflate_file(packets, until, &out_tx, &spent_rx, &stop))?;
         Ok(InflateAhead {
             outputs: Some(out_rx),
             spent: spent_tx,
@@ -124,20 +136,23 @@ impl Drop for InflateAhead {
     }
 }
 
-/// The helper's loop: every container of `file` in order, until the end of the file, a
-/// packet it cannot frame, or the decoder hanging up.
+/// The helper's loop: every container from where `packets` is in order, until the end of
+/// the file or offset `until`, a packet it cannot frame, or the decoder hanging up.
 fn inflate_file(
-    file: File,
+    mut packets: ChunkedPackets<File>,
+    until: u64,
     outputs: &SyncSender<Inflated>,
     spent: &Receiver<Vec<u8>>,
     hung_up: &AtomicBool,
 ) {
-    let mut packets = ChunkedPackets::new(file);
     let mut inf = Inflater::default();
     let mut ordinal = 0u64;
     // An error (a packet too large, a read failure) is the decoder's to report when it
     // reaches that packet: the helper just stops.
-    while let Ok(Some(range)) = packets.next_range() {
+    while packets.offset() < until {
+        let Ok(Some(range)) = packets.next_range() else {
+            return;
+        };
         if hung_up.load(Ordering::Relaxed) {
             return;
         }
@@ -197,6 +212,27 @@ mod tests {
     }
 
     #[test]
+    fn a_helper_from_an_offset_numbers_its_containers_from_there_and_stops_at_the_end_given() {
+        let dir = tmp_dir("ahead-at");
+        let (a, b, c) = (
+            container(&[b"first".to_vec()]),
+            container(&[b"second".to_vec()]),
+            container(&[b"third".to_vec()]),
+        );
+        let bytes = file_of(&[a.clone(), b.clone(), c.clone()]);
+        let path = dir.join("f.pftrace");
+        std::fs::write(&path, &bytes).expect("write");
+        // `b` starts where the framed `a` ends; `c` where `b` does.
+        let at_b = (bytes.len() - file_of(&[b.clone(), c.clone()]).len()) as u64;
+        let at_c = (bytes.len() - file_of(std::slice::from_ref(&c)).len()) as u64;
+        let mut ahead = InflateAhead::spawn_at(&path, at_b, Some(at_c)).expect("spawn");
+        let (buf, n) = ahead.take(stream(&b)).expect("output").expect("inflated");
+        assert_eq!(&buf[..n], b"\x0a\x06second");
+        assert!(ahead.take(stream(&c)).is_none(), "nothing past `until`");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_container_out_of_step_stops_the_helper() {
         let dir = tmp_dir("ahead-out-of-step");
         let a = container(&[b"first".to_vec()]);
@@ -236,12 +272,12 @@ mod tests {
         frame(&mut file, &container(&[b"late".to_vec()]));
         let path = dir.join("f.pftrace");
         std::fs::write(&path, &file).expect("write");
-        let open = || File::open(&path).expect("open");
+        let open = || ChunkedPackets::new(File::open(&path).expect("open"));
         let (tx, rx) = sync_channel(AHEAD);
         let (_spent_tx, spent_rx) = channel();
-        inflate_file(open(), &tx, &spent_rx, &AtomicBool::new(false));
+        inflate_file(open(), u64::MAX, &tx, &spent_rx, &AtomicBool::new(false));
         assert!(rx.try_recv().is_ok(), "the container is sent");
-        inflate_file(open(), &tx, &spent_rx, &AtomicBool::new(true));
+        inflate_file(open(), u64::MAX, &tx, &spent_rx, &AtomicBool::new(true));
         assert!(rx.try_recv().is_err(), "stopped before reaching it");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -10,15 +10,64 @@
 //!
 //! Given an [`InflateAhead`] for its file, it takes each container's output from that
 //! helper thread instead of inflating it, and inflates itself whenever the helper has none.
+//!
+//! A reader seeking to a window ([`super::seek`]) tells it which packets outside containers
+//! to decode ([`Outside`]): around the window only the plain sequence's (and not, say, a
+//! chunk sequence's oversized packet, whose state was never read), or only track descriptors
+//! when it wants the chunks' records alone.
 
 use super::ahead::InflateAhead;
 use super::decoder::{ClocksSeen, Decoder, Paths, Step};
 use super::error::InflateError;
 use super::error::{LossReason, PacketError};
 use super::inflate::Inflater;
+use super::seek::Mark;
 use crate::model::ReadRecord;
-use crate::proto::varint;
-use crate::proto::{FRAME, wire_type};
+use crate::proto::scan::Cur;
+use crate::proto::{FRAME, TracePacket, varint, wire_type};
+
+/// Which packets outside `compressed_packets` containers are decoded (containers are decoded
+/// or skipped as [`FileDecoder::skip_bundles`] says).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outside {
+    /// Every one.
+    All,
+    /// Track descriptors always; the packets on the writer's plain sequence (that of its
+    /// seek marks) when `plain`; those on any other sequence when `others`.
+    Only {
+        plain_sequence: u32,
+        plain: bool,
+        others: bool,
+    },
+}
+
+impl Outside {
+    /// Whether the top-level packet `bytes` is decoded.
+    fn keeps(self, bytes: &[u8]) -> bool {
+        let Outside::Only {
+            plain_sequence,
+            plain,
+            others,
+        } = self
+        else {
+            return true;
+        };
+        let mut sequence = 0;
+        let mut c = Cur::new(bytes);
+        while let Ok(Some((f, w))) = c.field() {
+            match f {
+                TracePacket::TRACK_DESCRIPTOR | TracePacket::COMPRESSED_PACKETS => return true,
+                TracePacket::TRUSTED_PACKET_SEQUENCE_ID => sequence = w.int(),
+                _ => {}
+            }
+        }
+        if sequence == u64::from(plain_sequence) {
+            plain
+        } else {
+            others
+        }
+    }
+}
 
 /// The decoding state of one file.
 pub struct FileDecoder {
@@ -35,6 +84,9 @@ pub struct FileDecoder {
     /// Containers lost so far, and why the last one was.
     lost: u64,
     last_loss: Option<LossReason>,
+    outside: Outside,
+    /// Packets outside containers left undecoded by `outside`.
+    outside_skipped: u64,
 }
 
 impl Default for FileDecoder {
@@ -62,7 +114,30 @@ impl FileDecoder {
             bundles_skipped: 0,
             lost: 0,
             last_loss: None,
+            outside: Outside::All,
+            outside_skipped: 0,
         }
+    }
+
+    /// Which packets outside containers to decode from here on.
+    pub(crate) fn set_outside(&mut self, outside: Outside) {
+        self.outside = outside;
+    }
+
+    /// Packets outside containers left undecoded so far (see [`Outside`]).
+    pub fn outside_skipped(&self) -> u64 {
+        self.outside_skipped
+    }
+
+    /// The seek mark the last packet was, if it was one (see [`super::seek`]).
+    pub fn take_mark(&mut self) -> Option<Mark> {
+        self.dec.take_mark()
+    }
+
+    /// The containers from here on are skipped, not decoded: the helper inflating them, out
+    /// of step from now, goes.
+    pub(crate) fn leave_chunks(&mut self) {
+        self.ahead = None;
     }
 
     /// Skips `compressed_packets` containers without inflating them (framing only).
@@ -152,17 +227,29 @@ impl FileDecoder {
         if self.pos < self.end {
             return Err(PacketError::ContainerPending);
         }
-        if self.skip_bundles && super::expand::compressed(bytes).is_some() {
-            // No container is inflated: a helper would only be out of step.
-            self.ahead = None;
-            self.bundles_skipped += 1;
+        if self.outside != Outside::All && !self.outside.keeps(bytes) {
+            self.outside_skipped += 1;
             return Ok(false);
         }
         self.packets += 1;
         self.dec.set_in_bundle(false);
-        match self.dec.packet(bytes, slot)? {
+        // A skim decodes plain packets only, none of them in the layouts of the fast path
+        // (the chunks' hot packets): straight to the scanner.
+        let step = if self.skip_bundles || self.outside != Outside::All {
+            self.dec.packet_general(bytes, slot)?
+        } else {
+            self.dec.packet(bytes, slot)?
+        };
+        match step {
             Step::Nothing => Ok(false),
             Step::Record => Ok(true),
+            Step::Compressed(_) if self.skip_bundles => {
+                // No container is inflated: a helper would only be out of step.
+                self.packets -= 1;
+                self.ahead = None;
+                self.bundles_skipped += 1;
+                Ok(false)
+            }
             Step::Compressed(z) => {
                 self.packets -= 1;
                 match self.inflate(z) {

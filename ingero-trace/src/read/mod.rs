@@ -31,9 +31,15 @@
 //!   inlined; [`TraceReader::next_into`] reuses one record's allocations (`next_comm`)
 //!   from call to call; the iterator hands out fresh records. Thread names are shared
 //!   (`Arc<str>`) with the reader's track table.
-//! - Skim mode ([`TraceReader::skip_bundles`]) skips containers unopened and yields only the
-//!   plain packets' records; [`TraceReader::plain_clock_bounds`] then bounds the recording's
-//!   time from the plain clock snapshots the writer puts around every container.
+//! - Skim mode ([`TraceReader::skip_bundles`]) skips containers unread (a seek past each) and
+//!   yields only the plain packets' records; [`TraceReader::plain_clock_bounds`] then bounds
+//!   the recording's time from the plain clock snapshots the writer puts around every
+//!   container, and [`TraceReader::seek_index`] is what the writer's seek marks said.
+//! - Windows ([`TraceReader::seek`], [`seek`]): given that index, a reader decodes only the
+//!   part of each file that can hold records overlapping a window, and skims the rest (or,
+//!   [`TraceReader::events_only`], reads nothing of it but the track descriptors before it):
+//!   the records overlapping the window are exactly those a whole read yields, in the same
+//!   order. Files without marks are read whole.
 //! - Slices come out when they end: records are in end order on the main sequence, and late
 //!   records (written after later ones) come where they were written.
 //! - The time filter keeps records whose interval overlaps the range; session and statistics
@@ -47,9 +53,13 @@ mod file_decoder;
 mod framing;
 mod hosts;
 mod inflate;
+mod open_file;
+pub mod seek;
 
 #[cfg(test)]
 mod hosts_tests;
+#[cfg(test)]
+mod seek_tests;
 #[cfg(test)]
 mod skim_tests;
 #[cfg(test)]
@@ -66,14 +76,14 @@ pub use hosts::{HostRecording, MAX_DEPTH, first_session, host_recordings, natura
 
 use std::collections::VecDeque;
 
-use crate::model::ReadRecord;
+use crate::model::{CounterKind, ReadRecord};
 
 /// What the reader's fallible calls return.
 pub type Result<T, E = ReadError> = std::result::Result<T, E>;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use ahead::InflateAhead;
+use open_file::{HowToRead, OpenFile};
+use seek::SeekIndex;
 
 /// A closed time range on the trace clock (CLOCK_MONOTONIC ns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,8 +166,16 @@ pub const MAX_DAMAGE_KEPT: usize = 100;
 /// Streams [`ReadRecord`]s from a file or directory.
 pub struct TraceReader {
     files: VecDeque<PathBuf>,
-    current: Option<(PathBuf, ChunkedPackets<File>, FileDecoder)>,
+    current: Option<OpenFile>,
     range: TimeRange,
+    /// The index and window of [`Self::seek`].
+    seek: Option<(SeekIndex, TimeRange)>,
+    /// [`Self::events_only`].
+    events_only: bool,
+    /// What the seek marks of the files already done said.
+    marks: SeekIndex,
+    /// Files left unopened: nothing in them was wanted.
+    files_skipped: u64,
     /// `range` admits every record (checking it per record costs as much as a decode step).
     all_time: bool,
     truncated: Vec<PathBuf>,
@@ -194,6 +212,10 @@ impl TraceReader {
             files: files.into(),
             current: None,
             range,
+            seek: None,
+            events_only: false,
+            marks: SeekIndex::default(),
+            files_skipped: 0,
             all_time: range == TimeRange::all(),
             truncated: Vec::new(),
             packets: 0,
@@ -217,6 +239,41 @@ impl TraceReader {
         self
     }
 
+    /// Reads only what can hold records overlapping `window`, by what `index` (a first pass's
+    /// [`Self::seek_index`] of the same files) says of each file (see [`seek`]): every record
+    /// overlapping `window` (and admitted by the reader's range) comes, in the order a whole
+    /// read yields it; records outside `window` may or may not. Files `index` has no marks
+    /// for are read whole.
+    pub fn seek(mut self, index: SeekIndex, window: TimeRange) -> Self {
+        self.seek = Some((index, window));
+        self
+    }
+
+    /// Only the records of the probe events, which the writer keeps inside its chunks: CUDA
+    /// calls, off-CPU intervals, lifecycle instants and device-memory counters. With
+    /// [`Self::seek`], the packets outside the chunks are then read only for the track
+    /// descriptors before the window's part, and nothing after it.
+    pub fn events_only(mut self) -> Self {
+        self.events_only = true;
+        self
+    }
+
+    /// What the seek marks of the files read so far said (to [`Self::seek`] a later reader of
+    /// the same files with). A skim ([`Self::skip_bundles`]) reads every mark.
+    pub fn seek_index(&self) -> SeekIndex {
+        let mut index = self.marks.clone();
+        if let Some(cur) = &self.current {
+            index.insert(cur.path.clone(), cur.index.clone());
+        }
+        index
+    }
+
+    /// Files left unopened so far because nothing in them was wanted ([`Self::events_only`]
+    /// with [`Self::seek`]).
+    pub fn files_skipped(&self) -> u64 {
+        self.files_skipped
+    }
+
     /// Whether each file's containers are inflated on a helper thread, ahead of the decoding
     /// (default: when the machine has more than one CPU). The records are the same either
     /// way; with the helper a scan takes up to about 40 % less wall time and a little more CPU.
@@ -226,9 +283,9 @@ impl TraceReader {
         self
     }
 
-    /// Containers skipped so far (skim mode).
+    /// Containers skipped so far (skim mode, and around a window's part with [`Self::seek`]).
     pub fn bundles_skipped(&self) -> u64 {
-        self.bundles_skipped + self.current.as_ref().map_or(0, |c| c.2.bundles_skipped())
+        self.bundles_skipped + self.current.as_ref().map_or(0, OpenFile::bundles_skipped)
     }
 
     /// Min and max MONOTONIC timestamp of the clock snapshots read so far outside containers
@@ -246,7 +303,7 @@ impl TraceReader {
     fn clocks_seen(&self) -> ClocksSeen {
         let mut c = self.clocks;
         if let Some(cur) = &self.current {
-            c.merge(&cur.2.clocks());
+            c.merge(&cur.decoder.clocks());
         }
         c
     }
@@ -263,7 +320,11 @@ impl TraceReader {
 
     /// Packets skipped so far because a lost container held the state they needed.
     pub fn packets_skipped(&self) -> u64 {
-        self.packets_skipped + self.current.as_ref().map_or(0, |c| c.2.packets_skipped())
+        self.packets_skipped
+            + self
+                .current
+                .as_ref()
+                .map_or(0, |c| c.decoder.packets_skipped())
     }
 
     /// Logs a warning per lost container (and one for those past [`MAX_DAMAGE_KEPT`]), with
@@ -299,7 +360,7 @@ impl TraceReader {
     /// Packets read so far (those inside `compressed_packets` containers, not the
     /// containers).
     pub fn packets(&self) -> u64 {
-        self.packets + self.current.as_ref().map_or(0, |c| c.2.packets())
+        self.packets + self.current.as_ref().map_or(0, |c| c.decoder.packets())
     }
 
     /// The next record into `rec`, reusing its allocations when it holds a record of the same
@@ -309,8 +370,8 @@ impl TraceReader {
     pub fn next_into(&mut self, rec: &mut ReadRecord) -> Result<bool> {
         // Most records come straight from the hot loop over the current container.
         if self.all_time {
-            if let Some((_, _, decoder)) = self.current.as_mut() {
-                if decoder.hot_into(rec) {
+            if let Some(cur) = self.current.as_mut() {
+                if cur.decoder.hot_into(rec) {
                     return Ok(true);
                 }
             }
@@ -342,8 +403,8 @@ impl TraceReader {
     fn each(&mut self, f: &mut impl FnMut(&ReadRecord)) -> Result<()> {
         let mut rec = empty_record();
         loop {
-            if let Some((_, _, decoder)) = self.current.as_mut() {
-                decoder.hot_each(&mut rec, f);
+            if let Some(cur) = self.current.as_mut() {
+                cur.decoder.hot_each(&mut rec, f);
             }
             // `next_slow` yields only admitted records: checking again changes nothing.
             if !self.next_slow(&mut rec)? {
@@ -370,89 +431,110 @@ impl TraceReader {
                 let Some(path) = self.files.pop_front() else {
                     return Ok(false);
                 };
-                let file = match File::open(&path) {
-                    Ok(f) => f,
-                    Err(source) => return Err(ReadError::Open { path, source }),
-                };
-                let mut decoder = FileDecoder::new();
-                decoder.skip_bundles(self.skip_bundles);
-                if self.inflate_ahead && !self.skip_bundles {
-                    match InflateAhead::spawn(&path) {
-                        Ok(ahead) => decoder.inflate_ahead(ahead),
-                        // Inflating in this thread instead is only slower.
-                        Err(e) => {
-                            tracing::debug!("no helper thread to inflate {}: {e}", path.display())
-                        }
+                match OpenFile::open(path.clone(), self.how_to_read(&path))? {
+                    Some(f) => self.current = Some(f),
+                    None => {
+                        self.files_skipped += 1;
+                        continue;
                     }
                 }
-                self.current = Some((path, ChunkedPackets::new(file), decoder));
                 self.noted = 0;
             }
-            let Some((path, reader, decoder)) = self.current.as_mut() else {
+            let Some(cur) = self.current.as_mut() else {
                 continue;
             };
-            // A container lost on the last turn: `reader` is still at it.
-            if decoder.containers_lost() != self.noted {
-                self.noted = decoder.containers_lost();
-                note_damage(
-                    &mut self.damage,
-                    &mut self.containers_lost,
-                    path,
-                    reader,
-                    decoder,
-                );
+            // A container lost on the last turn: the framing is still at it.
+            if cur.decoder.containers_lost() != self.noted {
+                self.noted = cur.decoder.containers_lost();
+                note_damage(&mut self.damage, &mut self.containers_lost, cur);
             }
-            let more = decoder.pending_into(rec);
-            if more {
-                if self.all_time || self.range.admits(rec) {
+            if cur.decoder.pending_into(rec) {
+                if self.wants(rec) {
                     return Ok(true);
                 }
                 continue;
             }
-            let got = reader.next_range().map_err(|source| ReadError::Framing {
-                path: path.clone(),
+            let got = cur.next_packet().map_err(|source| ReadError::Framing {
+                path: cur.path.clone(),
                 source,
             })?;
             let Some(range) = got else {
-                if reader.truncated() {
-                    self.truncated.push(path.clone());
-                }
-                self.packets += decoder.packets();
-                self.packets_skipped += decoder.packets_skipped();
-                self.bundles_skipped += decoder.bundles_skipped();
-                self.clocks.merge(&decoder.clocks());
-                self.current = None;
+                self.file_done();
                 continue;
             };
-            let done = decoder
-                .packet_into(&reader.buf()[range], rec)
+            let done = cur
+                .decoder
+                .packet_into(&cur.packets.buf()[range], rec)
                 .map_err(|source| ReadError::Packet {
-                    path: path.clone(),
-                    offset: reader.packet_start(),
+                    path: cur.path.clone(),
+                    offset: cur.packets.packet_start(),
                     source,
                 })?;
-            if done && (self.all_time || self.range.admits(rec)) {
+            if let Some(mark) = cur.decoder.take_mark() {
+                cur.index.add(cur.packets.packet_start(), &mark);
+            }
+            if done && self.wants(rec) {
                 return Ok(true);
             }
         }
     }
+
+    /// Whether `rec` is one to yield: in the range, and a probe event if only those are.
+    #[inline(always)]
+    fn wants(&self, rec: &ReadRecord) -> bool {
+        (self.all_time || self.range.admits(rec)) && (!self.events_only || is_probe_event(rec))
+    }
+
+    /// How to read `path`: what the seek index says its window needs.
+    fn how_to_read(&self, path: &Path) -> HowToRead {
+        let file = self
+            .seek
+            .as_ref()
+            .and_then(|(ix, w)| Some((ix.get(path)?, *w)));
+        HowToRead {
+            skip_bundles: self.skip_bundles,
+            inflate_ahead: self.inflate_ahead,
+            events_only: self.events_only,
+            plan: file.and_then(|(ix, w)| ix.plan(w)),
+            plain_sequence: file.and_then(|(ix, _)| ix.plain_sequence()),
+        }
+    }
+
+    /// The current file is read: its counts join the totals.
+    fn file_done(&mut self) {
+        let Some(cur) = self.current.take() else {
+            return;
+        };
+        if cur.packets.truncated() {
+            self.truncated.push(cur.path.clone());
+        }
+        self.packets += cur.decoder.packets();
+        self.packets_skipped += cur.decoder.packets_skipped();
+        self.bundles_skipped += cur.bundles_skipped();
+        self.clocks.merge(&cur.decoder.clocks());
+        self.marks.insert(cur.path, cur.index);
+    }
 }
 
-/// Records the container `decoder` just lost, at the packet `reader` last returned.
+/// The records the writer keeps inside its chunks (see [`TraceReader::events_only`]).
+fn is_probe_event(rec: &ReadRecord) -> bool {
+    match rec {
+        ReadRecord::Cuda(_) | ReadRecord::OffCpu(_) | ReadRecord::Lifecycle(_) => true,
+        ReadRecord::Counter(c) => matches!(c.kind, CounterKind::DeviceMemory { .. }),
+        _ => false,
+    }
+}
+
+/// Records the container the current file's decoder just lost, at the packet the framing
+/// last returned.
 #[cold]
-fn note_damage(
-    damage: &mut Vec<Damage>,
-    count: &mut u64,
-    path: &Path,
-    reader: &ChunkedPackets<File>,
-    decoder: &FileDecoder,
-) {
+fn note_damage(damage: &mut Vec<Damage>, count: &mut u64, cur: &OpenFile) {
     *count += 1;
     // The decoder sets its last loss whenever it counts one, so there always is one here.
-    if let (true, Some(reason)) = (damage.len() < MAX_DAMAGE_KEPT, decoder.last_loss()) {
+    if let (true, Some(reason)) = (damage.len() < MAX_DAMAGE_KEPT, cur.decoder.last_loss()) {
         damage.push(Damage {
-            path: path.to_path_buf(),
-            offset: reader.packet_start(),
+            path: cur.path.clone(),
+            offset: cur.packets.packet_start(),
             reason: reason.clone(),
         });
     }

@@ -234,6 +234,22 @@ words! {
 }
 
 words! {
+    /// The arguments of the seek marks ([`super::Instant::Restart`], [`super::Instant::FileEnd`])
+    /// the writer puts on the `ingero` track at every restart of the sequences inside chunks
+    /// and at the end of each file (see `read::seek`). Written by name on the plain sequence
+    /// (interned like labels, not among the fixed [`ArgKey`] slots: no slice carries them).
+    pub enum SeekArg {
+        /// The earliest start of the records whose packets are in the chunks since the
+        /// previous mark (absent: none).
+        RecordsFromNs = "records.from_ns",
+        /// The latest end of those records (slices still open included, at their end).
+        RecordsToNs = "records.to_ns",
+        /// The earliest start of the slices still open at this restart (absent: none).
+        OpenFromNs = "open.from_ns",
+    }
+}
+
+words! {
     /// The groups of the final statistics packet: each number is a key `<group><name>`.
     pub enum StatsGroup {
         /// Events per type ([`crate::model::FinalStats::events`]).

@@ -54,7 +54,7 @@ mod launch;
 mod names;
 
 pub use args::{
-    ARG_KEYS, ArgKey, LABEL_PREFIX, NVTX_DOMAIN_LABEL, NVTX_LABEL, NvtxArg, ProcessLabel,
+    ARG_KEYS, ArgKey, LABEL_PREFIX, NVTX_DOMAIN_LABEL, NVTX_LABEL, NvtxArg, ProcessLabel, SeekArg,
     SessionArg, StatsGroup,
 };
 pub use launch::{

@@ -39,6 +39,13 @@ words! {
         Statistics = "statistics",
         /// An annotation on its scope's labels track.
         Annotation = "annotation",
+        /// A seek mark on the `ingero` track, written before a chunk where the sequences
+        /// inside chunks start afresh: where a reader may start decoding (its
+        /// [`SeekArg`](super::SeekArg)s bound the records before it).
+        Restart = "restart",
+        /// The seek mark that closes a file: the [`SeekArg`](super::SeekArg)s of its last
+        /// stretch of chunks.
+        FileEnd = "file end",
     }
 }
 

@@ -306,8 +306,9 @@ impl Recorder {
         }
         let name = kernel_name.unwrap_or_else(|| seq.interner.name(EventName::Op(c.op)));
         self.event_close(e, &EventTail::named(event_type::SLICE_BEGIN, name, track))?;
+        self.marks.holds(c.ts_ns, begun.end);
         if late {
-            self.late_slice_end(track, begun.end, at)?;
+            self.late_end(track, begun.end, at)?;
         }
         if matches!(c.args, CudaArgs::Alloc { .. } | CudaArgs::Free { .. }) {
             self.track_device_memory(c, late)?;
@@ -339,7 +340,18 @@ impl Recorder {
                 comm: &comm,
             },
         )?;
-        self.counter(late, track, c.ts_ns, total)
+        self.counter(late, track, c.ts_ns, total)?;
+        self.marks.holds(c.ts_ns, c.ts_ns);
+        Ok(())
+    }
+
+    /// The end of a late slice, right after its begin: no restart of the sequences may come
+    /// between the two (a reader starting at it would see the end without its begin).
+    fn late_end(&mut self, track: u64, end: u64, at: Placement) -> Result<()> {
+        self.marks.hold = true;
+        let written = self.late_slice_end(track, end, at);
+        self.marks.hold = false;
+        written
     }
 
     fn write_off_cpu(&mut self, o: &OffCpu, late: bool) -> Result<()> {
@@ -369,8 +381,9 @@ impl Recorder {
         }
         let name = seq.interner.name(EventName::OffCpu(o.reason));
         self.event_close(e, &EventTail::named(event_type::SLICE_BEGIN, name, track))?;
+        self.marks.holds(o.ts_ns, begun.end);
         if late {
-            self.late_slice_end(track, begun.end, at)?;
+            self.late_end(track, begun.end, at)?;
         }
         Ok(())
     }
@@ -415,6 +428,7 @@ impl Recorder {
         }
         let name = seq.interner.name(EventName::Lifecycle(p.op));
         self.event_close(e, &EventTail::named(event_type::INSTANT, name, track))?;
+        self.marks.holds(p.ts_ns, p.ts_ns);
         match p.op {
             ProcessOp::Exit => {
                 let at = if late { self.main.last_ts() } else { p.ts_ns };

@@ -37,7 +37,10 @@
 //! - The main and late sequences also start afresh (incremental state cleared, clock 64 and
 //!   the fixed vocabulary restated, without `first_packet_on_sequence`) at the head of a chunk
 //!   every `restart_bytes` (4 MiB) of chunks or 60 s of trace time, so a reader that loses a
-//!   damaged chunk resumes at the next restart.
+//!   damaged chunk resumes at the next restart. Before each such chunk a `restart` instant on
+//!   the `ingero` track (plain), and at the end of each file a `file end` one, bound the times
+//!   of the records in the chunks since the previous one, so a reader of a time window can
+//!   seek past the chunks before it and stop after it (`seek_marks.rs`, `read::seek`).
 //! - Packets are written in chunks (`chunk.rs`): up to 256 KiB of packets compressed with
 //!   zlib (`compression_level`: 1, the default, is `deflate/`'s packet-structured encoder,
 //!   2–12 libdeflate) into ONE packet whose only field is
@@ -65,6 +68,7 @@ mod labels;
 mod nvtx;
 mod plain;
 mod recorder;
+mod seek_marks;
 mod sequence;
 mod slices;
 mod tracks;
@@ -87,6 +91,8 @@ mod identity_tests;
 mod nvtx_tests;
 #[cfg(test)]
 mod placement_tests;
+#[cfg(test)]
+mod seek_marks_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

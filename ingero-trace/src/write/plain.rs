@@ -1,12 +1,13 @@
 //! Track events on the plain sequence (annotations, label states, spans, session and
-//! statistics): the recorder as the [`LabelSink`] its label state writes through.
+//! statistics): the recorder as the [`LabelSink`] its label state writes through; and the seek
+//! marks (`seek_marks.rs`).
 
 use super::error::Result;
 use super::labels::{LabelSink, LabelState};
 use super::recorder::Recorder;
 use super::tracks::{Hint, TrackKey};
-use crate::proto::{TrackEvent, event_type};
-use crate::vocab::EventName;
+use crate::proto::{DebugAnnotation, TrackEvent, event_type};
+use crate::vocab::{EventName, Instant, SeekArg};
 
 impl Recorder {
     /// Runs `f` on the label state with the recorder as its sink.
@@ -33,6 +34,47 @@ impl Recorder {
         te.r#type = Some(ty);
         te.track_uuid = Some(track);
         self.emit_event(ts, te)
+    }
+
+    /// The `restart` mark, written (plain, so ahead of the chunk) just before the sequences
+    /// restart at the head of the next chunk at stream time `base`.
+    pub(super) fn mark_restart(&mut self, base: u64) -> Result<()> {
+        let open = self.slices.earliest_open();
+        self.write_mark(Instant::Restart, base, open)
+    }
+
+    /// The `file end` mark: once per file, after its last chunk (chunked files only).
+    pub(super) fn mark_file_end(&mut self, ts: u64) -> Result<()> {
+        if self.marks.closed || !self.chunked() {
+            return Ok(());
+        }
+        self.marks.closed = true;
+        self.write_mark(Instant::FileEnd, ts, None)
+    }
+
+    fn write_mark(&mut self, which: Instant, ts: u64, open: Option<u64>) -> Result<()> {
+        let track = self.track(&TrackKey::Ingero, Hint { pid: 0, comm: "" })?;
+        let records = self.marks.records.take();
+        let values = [
+            (SeekArg::RecordsFromNs, records.map(|r| r.0)),
+            (SeekArg::RecordsToNs, records.map(|r| r.1)),
+            (SeekArg::OpenFromNs, open),
+        ];
+        let mut args = Vec::with_capacity(values.len());
+        for (key, value) in values {
+            let Some(v) = value else { continue };
+            let (name_iid, name) = match self.plain.interner.debug_name(key.text()) {
+                Some(iid) => (Some(iid), None),
+                None => (None, Some(key.text().to_owned())),
+            };
+            args.push(DebugAnnotation {
+                name_iid,
+                name,
+                uint_value: Some(v),
+                ..Default::default()
+            });
+        }
+        self.ingero_instant(track, ts, which, args)
     }
 }
 

@@ -30,6 +30,7 @@ use super::error::Result;
 use super::files::{self, Naming, Owner, TraceFile};
 use super::identity;
 use super::labels::{LabelSink, LabelState};
+use super::seek_marks::SeekMarks;
 use super::sequence::{LATE_SEQUENCE, MAIN_SEQUENCE, PLAIN_SEQUENCE, Sequence};
 use super::slices::{Begun, DueEnd, OpenSlices, Placement};
 use super::tracks::{Hint, TrackKey, Tracks};
@@ -111,6 +112,8 @@ pub struct Recorder {
     started_realtime_ns: u64,
     last_snapshot_ts: u64,
     pub(super) slices: OpenSlices,
+    /// What the next seek mark says (`seek_marks.rs`).
+    pub(super) marks: SeekMarks,
     pub(super) labels: LabelState,
     /// Per process, the end time of the last NVTX start/end range on each lane.
     pub(super) nvtx_lanes: FastMap<u32, Vec<u64>>,
@@ -180,6 +183,7 @@ impl Recorder {
             started_realtime_ns: realtime_now_ns(),
             last_snapshot_ts: 0,
             slices: OpenSlices::default(),
+            marks: SeekMarks::default(),
             labels: LabelState::default(),
             nvtx_lanes: FastMap::default(),
             device_memory: FastMap::default(),
@@ -259,6 +263,7 @@ impl Recorder {
         self.out.flush_chunk()?;
         self.after_chunks()?;
         let ts = self.stream_end();
+        self.mark_file_end(ts)?;
         self.write_statistics(ts, stats)?;
         self.close_file()?;
         Ok(self.files.iter().filter(|p| p.exists()).cloned().collect())
@@ -277,6 +282,7 @@ impl Recorder {
         self.plain.reset();
         self.tracks.new_file();
         self.slices.clear();
+        self.marks.new_file();
         let candidates = match &self.retention {
             Retention::Dir(dir) => files::trace_files_in(dir)?,
             Retention::Own => self.files.clone(),
@@ -313,6 +319,7 @@ impl Recorder {
     fn close_file(&mut self) -> Result<()> {
         self.out.flush_chunk()?;
         self.after_chunks()?;
+        self.mark_file_end(self.stream_end())?;
         if let Some((_, bytes)) = self.out.close()? {
             self.counters.bytes += bytes;
         }
@@ -391,9 +398,10 @@ impl Recorder {
         let base = self.main.last_ts();
         let due = self.out.chunk_bytes() - bytes >= self.cfg.restart_bytes
             || base.saturating_sub(ts) >= RESTART_INTERVAL_NS;
-        if !due || !self.out.compressed() || !self.main.started() {
+        if !due || !self.out.compressed() || !self.main.started() || self.marks.hold {
             return Ok(());
         }
+        self.mark_restart(base)?;
         self.late.restart();
         self.main.restart();
         self.slices.restarted();
@@ -423,6 +431,11 @@ impl Recorder {
         self.late.stamp_first(&mut pkt, 0);
         pkt.machine_id = self.machine_id_field();
         self.encode(&pkt)
+    }
+
+    /// Whether packets go into compressed chunks (any level but 0).
+    pub(super) fn chunked(&self) -> bool {
+        self.out.compressed()
     }
 
     fn machine_id_field(&self) -> Option<u32> {
@@ -766,7 +779,7 @@ impl Recorder {
 
     /// Writes one of the recorder's own instants (session, statistics) on `track`: category
     /// `ingero`, the interned name of `which`, and `args`.
-    fn ingero_instant(
+    pub(super) fn ingero_instant(
         &mut self,
         track: u64,
         ts: u64,

@@ -17,9 +17,9 @@ pub(super) use crate::model::Placement;
 /// One track's open slices and what was last stated on it.
 #[derive(Default)]
 struct TrackSlices {
-    /// End times and placements of its open slices, innermost last. Kept when empty (until
-    /// the next file) so the next slice on the track does not allocate.
-    open: Vec<(u64, Placement)>,
+    /// Open slices, innermost last. Kept when empty (until the next file) so the next slice
+    /// on the track does not allocate.
+    open: Vec<OpenSlice>,
     /// The placement the track's last end or instant stated (`None`: nothing since the last
     /// restart).
     stated: Option<Placement>,
@@ -34,6 +34,14 @@ impl TrackSlices {
             at
         })
     }
+}
+
+/// A slice still open on a track.
+#[derive(Clone, Copy)]
+struct OpenSlice {
+    begin: u64,
+    end: u64,
+    at: Placement,
 }
 
 /// A slice end due to be written: its time, its track, and the placement to state with it
@@ -77,13 +85,13 @@ impl OpenSlices {
         let mut end = end.max(ts);
         let mut clamped_from_ns = None;
         let stack = &mut self.tracks.entry(track).or_default().open;
-        if let Some((outer, _)) = stack.last().copied() {
+        if let Some(outer) = stack.last().map(|o| o.end) {
             if end > outer {
                 clamped_from_ns = Some(end - ts);
                 end = outer;
             }
         }
-        stack.push((end, at));
+        stack.push(OpenSlice { begin: ts, end, at });
         self.begun += 1;
         self.due.push(Due {
             key: Reverse((end, Reverse(self.begun))),
@@ -114,8 +122,8 @@ impl OpenSlices {
         let Reverse((end, _)) = d.key;
         // Ends on a track come out innermost first, so the stack's top is this slice.
         let state = self.tracks.get_mut(&d.track).and_then(|t| {
-            let (_, at) = t.open.pop()?;
-            t.restate(at)
+            let open = t.open.pop()?;
+            t.restate(open.at)
         });
         Some(DueEnd {
             end,
@@ -129,6 +137,15 @@ impl OpenSlices {
     #[inline]
     pub fn state_now(&mut self, track: u64, at: Placement) -> Option<Placement> {
         self.tracks.entry(track).or_default().restate(at)
+    }
+
+    /// The earliest start of the slices still open (their ends not yet written), if any: a
+    /// track's outermost open slice began first on it.
+    pub fn earliest_open(&self) -> Option<u64> {
+        self.tracks
+            .values()
+            .filter_map(|t| t.open.first().map(|o| o.begin))
+            .min()
     }
 
     /// The sequences restarted: every track states its placement again.
@@ -170,6 +187,11 @@ mod tests {
         );
         // Another track is independent; an end before the start becomes the start.
         assert_eq!(s.begin(2, 40, 5, AT).end, 40);
+        assert_eq!(
+            s.earliest_open(),
+            Some(10),
+            "the outermost slice of track 1"
+        );
         assert_eq!(s.pop_due(39), None);
         assert_eq!(s.pop_due(40).map(|d| (d.end, d.track)), Some((40, 2)));
         assert_eq!(s.pop_due(99), None);
@@ -184,6 +206,7 @@ mod tests {
         );
         let rest: Vec<_> = std::iter::from_fn(|| s.pop().map(|d| (d.end, d.track))).collect();
         assert_eq!(rest, vec![(100, 1), (100, 1), (100, 1)]);
+        assert_eq!(s.earliest_open(), None, "everything ended");
         s.clear();
         assert_eq!(
             s.begin(1, 200, 300, AT).clamped_from_ns,

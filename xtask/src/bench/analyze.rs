@@ -38,7 +38,7 @@ pub struct Measured {
     pub max_rss_mb: f64,
 }
 
-fn measure(name: &str, threads: &'static str, cmd: &mut Command) -> Result<Measured> {
+pub(super) fn measure(name: &str, threads: &'static str, cmd: &mut Command) -> Result<Measured> {
     let shown = format!("{cmd:?}");
     let start = Instant::now();
     let child = cmd
@@ -70,13 +70,13 @@ fn measure(name: &str, threads: &'static str, cmd: &mut Command) -> Result<Measu
     })
 }
 
-fn cargo() -> Command {
+pub(super) fn cargo() -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     c.current_dir(workspace_root());
     c
 }
 
-fn target_dir() -> PathBuf {
+pub(super) fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target"))
@@ -185,7 +185,7 @@ pub fn run() -> Result<String> {
 
 /// Whether `file` exists and is newer than `than`: a recording made by an older build of the
 /// generator (perhaps an older file layout) is made again.
-fn is_newer(file: &Path, than: &Path) -> bool {
+pub(super) fn is_newer(file: &Path, than: &Path) -> bool {
     let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     match (mtime(file), mtime(than)) {
         (Some(f), Some(t)) => f > t,

@@ -39,8 +39,10 @@ pub fn query(an: &Analysis) -> Result<MemoryReport> {
         );
     }
     let mut replay = Replay::new(window(an), sel.pids.clone(), Limits::default());
-    // From the recording's start: what was allocated before the window is held in it.
-    let mut reader = an.index.reader(TimeRange::all());
+    // From the recording's start: what was allocated before the window is held in it. The
+    // replay looks at nothing that starts after the window's end.
+    let upto = TimeRange::new(0, window(an).end_ns);
+    let mut reader = an.index.window_reader(TimeRange::all(), upto).events_only();
     reader.for_each_record(|rec| replay.record(rec))?;
     reader.warn_damage();
     Ok(report::build(an, replay.finish()))

@@ -11,3 +11,4 @@ mod nvtx;
 mod ranks;
 mod rules;
 mod scenarios;
+mod windows;

@@ -13,7 +13,37 @@ use crate::model::{
     AnnotationRecord, FinalStats, LifecycleRecord, Placement, ProcessOp, ReadRecord, Scope,
     SessionInfo, SessionRecord,
 };
-use crate::vocab::{ArgKey, Instant, LABEL_PREFIX, SessionArg, StatsGroup};
+use crate::read::seek::{Mark, MarkKind};
+use crate::vocab::{ArgKey, Instant, LABEL_PREFIX, SeekArg, SessionArg, StatsGroup};
+
+/// The seek mark an instant named `name` on a track of `kind` is, if it is one (see
+/// `read::seek`): not a record, but what the reader's index is made of.
+pub(super) fn seek_mark(
+    kind: Option<&TrackKind>,
+    (sequence, ts_ns): (u32, u64),
+    name: &str,
+    args: &[(Arc<str>, Val)],
+) -> Option<Mark> {
+    let kind = match (kind, Instant::from_text(name)) {
+        (Some(TrackKind::Ingero), Some(Instant::Restart)) => MarkKind::Restart,
+        (Some(TrackKind::Ingero), Some(Instant::FileEnd)) => MarkKind::FileEnd,
+        _ => return None,
+    };
+    let num = |key: SeekArg| {
+        args.iter()
+            .find(|(k, _)| &**k == key.text())
+            .and_then(|(_, v)| v.as_u64())
+    };
+    let from = num(SeekArg::RecordsFromNs);
+    let to = num(SeekArg::RecordsToNs);
+    Some(Mark {
+        kind,
+        ts_ns,
+        records: from.zip(to),
+        open_from: num(SeekArg::OpenFromNs),
+        sequence,
+    })
+}
 
 /// Writes the record an instant named `name` on a track of `kind` stands for into `slot`;
 /// `false` (slot untouched) for an instant of no interest.

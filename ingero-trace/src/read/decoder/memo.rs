@@ -125,6 +125,10 @@ pub(super) struct Memo {
     slots: Vec<Option<(Key, Action)>>,
     long: Vec<Option<(LongKey, Action)>>,
     bodies: Vec<CudaPrep>,
+    /// Something was remembered since the last [`Memo::clear`]: a skim, whose packets all
+    /// take the general path, then clears nothing (clearing the tables took a microsecond a
+    /// packet).
+    dirty: bool,
 }
 
 impl Default for Memo {
@@ -133,6 +137,7 @@ impl Default for Memo {
             slots: vec![None; 1 << BITS],
             long: vec![None; 1 << LONG_BITS],
             bodies: Vec::new(),
+            dirty: false,
         }
     }
 }
@@ -161,6 +166,7 @@ impl Memo {
 
     #[inline(always)]
     pub fn put(&mut self, rest: &[u8], a: Action) {
+        self.dirty = true;
         if let Some(k) = Key::of(rest) {
             if let Some(s) = self.slots.get_mut(k.slot()) {
                 *s = Some((k, a));
@@ -201,6 +207,9 @@ impl Memo {
     /// Forgets everything (the tables the actions were decided on may have changed).
     #[inline]
     pub fn clear(&mut self) {
+        if !std::mem::take(&mut self.dirty) {
+            return;
+        }
         self.slots.fill(None);
         self.long.fill(None);
         self.bodies.clear();

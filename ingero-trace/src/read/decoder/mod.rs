@@ -110,6 +110,11 @@ impl Decoder {
         self.tables.container_lost();
     }
 
+    /// The seek mark the last packet was, if it was one.
+    pub(super) fn take_mark(&mut self) -> Option<crate::read::seek::Mark> {
+        self.tables.mark.take()
+    }
+
     /// Packets the byte-layout match decoded so far.
     pub(super) fn layout_hits(&self) -> u64 {
         self.fast.layout_hits()
@@ -157,6 +162,15 @@ impl Decoder {
                 return Ok(Step::done(done));
             }
         }
+        self.packet_slow(bytes, slot)
+    }
+
+    /// [`Self::packet`] through the scanner alone (packets the fast path never takes).
+    pub(super) fn packet_general<'a>(
+        &mut self,
+        bytes: &'a [u8],
+        slot: &mut ReadRecord,
+    ) -> Result<Step<'a>, Malformed> {
         self.packet_slow(bytes, slot)
     }
 

@@ -5,7 +5,7 @@
 
 use super::args::{SlotArgs, SlotVal};
 use super::describe::describe;
-use super::instants::instant;
+use super::instants::{instant, seek_mark};
 use super::plan::{OpenBody, Plan};
 use super::sequence::intern;
 use super::tables::Tables;
@@ -162,6 +162,12 @@ pub(super) fn packet<'a>(
             let seq = t.seqs.get_or_default(u64::from(seq_id));
             let name = event_name(seq, &te);
             let args = resolve_args(seq, te.raw)?;
+            if !t.in_bundle {
+                if let Some(mark) = seek_mark(t.kind(te.track), (seq_id, ts), &name, &args) {
+                    t.mark = Some(mark);
+                    return Ok(Step::Nothing);
+                }
+            }
             let at = match t.tracks.get_mut(te.track) {
                 Some(tr) => {
                     tr.placement.update(&args);

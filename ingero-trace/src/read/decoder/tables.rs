@@ -10,6 +10,7 @@ use super::slices::Track;
 use super::track_kind::TrackKind;
 use crate::fast_map::FastMap;
 use crate::model::LaunchConfig;
+use crate::read::seek::Mark;
 use crate::vocab::EventName;
 
 /// The decoding state of one file (packets already expanded from their containers).
@@ -31,6 +32,8 @@ pub(super) struct Tables {
     /// Packets skipped because their sequence was lost.
     pub(super) lost_packets: u64,
     pub(super) clocks: ClocksSeen,
+    /// The seek mark the last packet outside bundles was (taken by the caller).
+    pub(super) mark: Option<Mark>,
 }
 
 impl Default for Tables {
@@ -45,6 +48,7 @@ impl Default for Tables {
             lost_seqs: false,
             lost_packets: 0,
             clocks: ClocksSeen::default(),
+            mark: None,
         }
     }
 }
