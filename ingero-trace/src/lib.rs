@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod clock_error;
 pub mod fast_map;
 pub mod host;
 pub mod json;

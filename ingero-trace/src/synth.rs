@@ -71,7 +71,9 @@ pub fn lifecycle(t: Task, ts_ns: u64, op: ProcessOp, other_pid: u32, text: &str)
     }))
 }
 
-fn annotation(
+/// An annotation at `ts_ns` (a span when `end_ns` is given) scoped to `scope` (`None`:
+/// trace-wide), written by the scenario's process.
+pub fn annotation(
     ts_ns: u64,
     end_ns: Option<u64>,
     scope: Option<u32>,

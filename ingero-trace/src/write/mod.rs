@@ -63,6 +63,7 @@ mod plain;
 mod recorder;
 mod sequence;
 mod slices;
+mod tap;
 mod tracks;
 
 pub use config::{
@@ -74,6 +75,7 @@ pub use deflate::PacketDeflater;
 pub use error::{Result, WriteError};
 pub use files::{FILE_EXT, FILE_PREFIX, trace_files_in};
 pub use recorder::{Recorder, RecorderCounters};
+pub use tap::{Clamp, EdgeKind, StateEdge, StateIntervals, Tap};
 
 #[cfg(test)]
 mod chunk_tests;
@@ -81,6 +83,8 @@ mod chunk_tests;
 mod nvtx_tests;
 #[cfg(test)]
 mod placement_tests;
+#[cfg(test)]
+mod tap_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -104,10 +104,10 @@ pub struct Recorder {
     plain_last_ts: u64,
     pub(super) tracks: Tracks,
     offsets: ClockOffsets,
-    machine_id: u32,
+    pub(super) machine_id: u32,
     /// `machine_id` as appended to every packet (empty when not stamped).
     mid: MachineIdField,
-    started_realtime_ns: u64,
+    pub(super) started_realtime_ns: u64,
     last_snapshot_ts: u64,
     pub(super) slices: OpenSlices,
     pub(super) labels: LabelState,
@@ -118,6 +118,10 @@ pub struct Recorder {
     eps: Option<EpsWindow>,
     pub(super) counters: RecorderCounters,
     descs: Vec<TrackDescriptor>,
+    /// See `tap.rs`: `Some` once enabled.
+    pub(super) tap: Option<super::tap::Tap>,
+    /// REALTIME − MONOTONIC of the first file's first clock snapshot.
+    pub(super) first_real_minus_mono: Option<i128>,
 }
 
 impl Recorder {
@@ -185,6 +189,8 @@ impl Recorder {
             eps: None,
             counters: RecorderCounters::default(),
             descs: Vec::new(),
+            tap: None,
+            first_real_minus_mono: None,
             cfg,
         };
         r.open_next_file()?;
@@ -299,7 +305,7 @@ impl Recorder {
 
     /// Writes every pending slice end and ends open label states (kept for re-opening when
     /// `keep_states`).
-    fn close_all_slices(&mut self, keep_states: bool) -> Result<()> {
+    pub(super) fn close_all_slices(&mut self, keep_states: bool) -> Result<()> {
         while let Some(due) = self.slices.pop() {
             self.slice_end(due)?;
         }
@@ -323,7 +329,7 @@ impl Recorder {
     /// Writes the main sequence's first packet in this file (clock snapshot, defaults, fixed
     /// vocabulary) and the session packet, if not done yet. `base_ts` becomes clock 64's
     /// starting value on the first file.
-    fn start_main(&mut self, base_ts: u64) -> Result<()> {
+    pub(super) fn start_main(&mut self, base_ts: u64) -> Result<()> {
         if self.main.started() {
             return Ok(());
         }
@@ -333,6 +339,8 @@ impl Recorder {
             base_ts
         };
         self.offsets = ClockOffsets::measure();
+        self.first_real_minus_mono
+            .get_or_insert(self.offsets.real_minus_mono);
         // The plain sequence opens the file, with the clocks at the base time: a first pass
         // that skips the chunks still learns where the recording starts.
         let mut first_plain = TracePacket {
@@ -456,7 +464,7 @@ impl Recorder {
 
     /// The newest time written on the main or the plain sequence: where open label states
     /// end when the recording (or a file) does.
-    fn stream_end(&self) -> u64 {
+    pub(super) fn stream_end(&self) -> u64 {
         self.main.last_ts().max(self.plain_last_ts)
     }
 
