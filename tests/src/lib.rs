@@ -5,6 +5,11 @@
 //! they need: it builds the agent, fetches libcudart from the `nvidia-cuda-runtime-cu12` and
 //! `nvidia-cuda-runtime` (13) wheels and libcuda from Debian's `libcuda1` package, and sets
 //! `INGERO_BIN`, `INGERO_CUDART`, `INGERO_CUDART13` and `INGERO_LIBCUDA`.
+//!
+//! [`otlp`] is an in-process OTLP/HTTP receiver with fault injection, for these tests and
+//! the agent's own export tests.
+
+pub mod otlp;
 
 use std::{
     io::{BufRead, BufReader, Read, Write},

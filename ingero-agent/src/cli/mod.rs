@@ -3,6 +3,8 @@
 mod annotate;
 mod check;
 mod explain;
+mod export;
+mod otlp;
 mod query;
 mod run;
 mod trace;
@@ -44,6 +46,9 @@ enum Command {
     /// Explain a recording: findings (tail latency, slow steps, leaks, contention, errors)
     /// with evidence, root cause and fixes; or rank requests (--by-request).
     Explain(explain::ExplainArgs),
+    /// Send or write a recording elsewhere: `export otlp` replays its step and request spans
+    /// to an OpenTelemetry Collector. No root needed.
+    Export(export::ExportArgs),
 }
 
 pub fn run() -> Result<ExitCode> {
@@ -53,6 +58,7 @@ pub fn run() -> Result<ExitCode> {
         Command::Check(args) => check::run(args),
         Command::Query(args) => query::run(args),
         Command::Explain(args) => explain::run(args),
+        Command::Export(args) => export::run(args),
         Command::Annotate(args) => {
             let code = annotate::run(args)?;
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
