@@ -200,7 +200,12 @@ impl Agent {
     }
 
     /// Sends SIGINT, waits for a clean exit, and returns every JSON line it printed.
-    pub fn stop(mut self) -> Result<Vec<Value>> {
+    pub fn stop(self) -> Result<Vec<Value>> {
+        self.stop_with_stderr().map(|(lines, _)| lines)
+    }
+
+    /// [`Agent::stop`], also returning everything it wrote on stderr.
+    pub fn stop_with_stderr(mut self) -> Result<(Vec<Value>, String)> {
         // SAFETY: kill(2) on our own child's pid.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -226,7 +231,7 @@ impl Agent {
         while let Ok(line) = self.stdout.try_recv() {
             events.push(serde_json::from_str(&line).with_context(|| format!("not JSON: {line}"))?);
         }
-        Ok(events)
+        Ok((events, self.stderr()))
     }
 }
 

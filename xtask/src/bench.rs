@@ -1,4 +1,4 @@
-//! `cargo xtask bench probes|annotate|record|analyze|nvtx`: benchmarks whose numbers go into
+//! `cargo xtask bench probes|annotate|record|analyze|nvtx|otlp`: benchmarks whose numbers go into
 //! docs/benchmarks.md. Each reports ratios against a baseline measured in the same run, never a
 //! pass/fail on absolute time.
 
@@ -6,6 +6,7 @@ mod analyze;
 mod annotate;
 mod drain;
 mod nvtx;
+mod otlp;
 mod probes;
 mod record;
 
@@ -25,6 +26,9 @@ pub enum Suite {
     /// libingero_nvtx.so: ns per NVTX push+pop pair without a tool, with no agent, with an
     /// agent, and a sustained paced run with zero drops.
     Nvtx,
+    /// The OTLP export: CPU and bytes per exported span, the drain path with export on vs
+    /// off, the live engine's CPU per event.
+    Otlp,
 }
 
 #[derive(Args)]
@@ -59,6 +63,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         }
         Suite::Nvtx => {
             println!("{}", nvtx::run()?);
+            Ok(())
+        }
+        Suite::Otlp => {
+            println!("{}", otlp::run()?);
             Ok(())
         }
     }

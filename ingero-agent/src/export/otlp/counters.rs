@@ -7,6 +7,11 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde::Serialize;
 
+/// The calling thread's CPU time so far, ns.
+pub fn thread_cpu_ns() -> u64 {
+    ingero_trace::clock::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
 /// Why spans were not delivered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DropReason {
@@ -73,6 +78,10 @@ pub struct ExportCounters {
     pub spans_incomplete: AtomicU64,
     /// Label records (spans, closed states) the live engine let go at its bound.
     pub labels_evicted: AtomicU64,
+    /// CPU time the live engine's thread and the sender's thread have used, ns (the
+    /// export's own cost, in the statistics and the benchmark).
+    pub engine_cpu_ns: AtomicU64,
+    pub sender_cpu_ns: AtomicU64,
     /// The last failure, for stderr and the statistics.
     pub last_error: Mutex<Option<String>>,
 }
@@ -116,6 +125,8 @@ impl ExportCounters {
             events_evicted: get(&self.events_evicted),
             spans_incomplete: get(&self.spans_incomplete),
             labels_evicted: get(&self.labels_evicted),
+            engine_cpu_ns: get(&self.engine_cpu_ns),
+            sender_cpu_ns: get(&self.sender_cpu_ns),
             last_error: self.last_error.lock().ok().and_then(|g| g.clone()),
         }
     }
@@ -138,6 +149,8 @@ pub struct Snapshot {
     pub events_evicted: u64,
     pub spans_incomplete: u64,
     pub labels_evicted: u64,
+    pub engine_cpu_ns: u64,
+    pub sender_cpu_ns: u64,
     pub last_error: Option<String>,
 }
 
@@ -185,6 +198,8 @@ impl Snapshot {
             "events_evicted": self.events_evicted,
             "late_events": self.late_events,
             "labels_evicted": self.labels_evicted,
+            "engine_cpu_ns": self.engine_cpu_ns,
+            "sender_cpu_ns": self.sender_cpu_ns,
             "last_error": self.last_error,
         })
     }

@@ -201,6 +201,7 @@ impl Worker {
             if let Some(m) = batch.metrics {
                 self.send_metrics(&m);
             }
+            self.counters.sender_cpu_ns.store(super::counters::thread_cpu_ns(), Relaxed);
         }
     }
 

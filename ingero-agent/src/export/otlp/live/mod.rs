@@ -59,7 +59,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::config::OtlpConfig;
-use super::counters::{ExportCounters, Snapshot};
+use super::counters::{ExportCounters, Snapshot, thread_cpu_ns};
 use super::metrics::MetricsSnapshot;
 use super::queue::Queue;
 use super::resource::HostResource;
@@ -117,6 +117,7 @@ impl LiveExporter {
             feed.desynced.clone(),
         );
         let q = queue.clone();
+        let c = counters.clone();
         let thread = std::thread::Builder::new()
             .name("ingero-otlp-live".into())
             .spawn(move || {
@@ -132,12 +133,14 @@ impl LiveExporter {
                             engine.desynced |= desynced.load(Relaxed);
                             if last {
                                 engine.tick(&mut push);
+                                c.engine_cpu_ns.store(thread_cpu_ns(), Relaxed);
                                 return;
                             }
                         }
                         Err(RecvTimeoutError::Timeout) => {}
                         Err(RecvTimeoutError::Disconnected) => {
                             engine.tick(&mut push);
+                            c.engine_cpu_ns.store(thread_cpu_ns(), Relaxed);
                             return;
                         }
                     }
@@ -149,6 +152,7 @@ impl LiveExporter {
                             engine.idle();
                         }
                     }
+                    c.engine_cpu_ns.store(thread_cpu_ns(), Relaxed);
                 }
             })
             .context("starting the OTLP live export thread")?;
