@@ -134,8 +134,9 @@ impl Recording {
             return;
         }
         x.last_sent = Instant::now();
+        let next = x.feed.buffer();
         x.feed.send(FeedBatch {
-            records: std::mem::take(&mut x.records),
+            records: std::mem::replace(&mut x.records, next),
             tap: std::mem::take(&mut x.tap),
             watermark,
             realtime_offset: self

@@ -9,7 +9,7 @@ mod otlp_common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use ingero_agent::export::otlp::config::{OtlpConfig, OtlpFlags};
 use ingero_agent::export::otlp::counters::{DropReason, ExportCounters, Snapshot};
 use ingero_agent::export::otlp::live::engine::EngineConfig;
@@ -68,16 +68,28 @@ fn quick() -> RetryPolicy {
 
 fn send(url: &str, n: u64, retry: RetryPolicy) -> Snapshot {
     let counters = Arc::new(ExportCounters::default());
-    send_all(sender(url, true, retry), HostResource::default(), spans(n), counters.clone());
+    send_all(
+        sender(url, true, retry),
+        HostResource::default(),
+        spans(n),
+        counters.clone(),
+    );
     counters.snapshot()
 }
 
 fn dropped(s: &Snapshot, r: DropReason) -> u64 {
-    s.dropped.iter().find(|(k, _)| *k == r.name()).map_or(0, |(_, n)| *n)
+    s.dropped
+        .iter()
+        .find(|(k, _)| *k == r.name())
+        .map_or(0, |(_, n)| *n)
 }
 
 fn accounted(s: &Snapshot) {
-    assert_eq!(s.spans_sent + s.dropped_total(), s.spans_queued, "every span accounted for: {s:?}");
+    assert_eq!(
+        s.spans_sent + s.dropped_total(),
+        s.spans_queued,
+        "every span accounted for: {s:?}"
+    );
 }
 
 #[test]
@@ -117,7 +129,11 @@ fn retry_after_is_honoured_on_503() -> Result<()> {
 #[test]
 fn too_many_requests_backs_off_exponentially() -> Result<()> {
     let rx = Receiver::start()?;
-    rx.script([Answer::Status(429, None), Answer::Status(429, None), Answer::Status(502, None)]);
+    rx.script([
+        Answer::Status(429, None),
+        Answer::Status(429, None),
+        Answer::Status(502, None),
+    ]);
     let s = send(&rx.url(), 3, quick());
     assert_eq!((s.spans_sent, s.retries), (3, 3));
     let log = rx.log();
@@ -139,7 +155,10 @@ fn a_bad_request_is_not_retried_and_is_counted() -> Result<()> {
     assert_eq!(s.retries, 0);
     assert_eq!(dropped(&s, DropReason::Rejected), 4);
     assert_eq!(rx.log().len(), 1, "one request only");
-    assert!(s.last_error.as_deref().is_some_and(|e| e.contains("400")), "{s:?}");
+    assert!(
+        s.last_error.as_deref().is_some_and(|e| e.contains("400")),
+        "{s:?}"
+    );
     accounted(&s);
     Ok(())
 }
@@ -159,11 +178,24 @@ fn partial_success_is_counted() -> Result<()> {
 fn bodies_are_protobuf_gzip_with_the_headers_asked_for() -> Result<()> {
     let rx = Receiver::start()?;
     let counters = Arc::new(ExportCounters::default());
-    send_all(sender(&rx.url(), true, quick()), HostResource::default(), spans(2), counters.clone());
-    send_all(sender(&rx.url(), false, quick()), HostResource::default(), spans(2), counters);
+    send_all(
+        sender(&rx.url(), true, quick()),
+        HostResource::default(),
+        spans(2),
+        counters.clone(),
+    );
+    send_all(
+        sender(&rx.url(), false, quick()),
+        HostResource::default(),
+        spans(2),
+        counters,
+    );
     let log = rx.log();
     assert_eq!(log.len(), 2);
-    assert!(log.iter().all(|l| l.content_type == "application/x-protobuf" && l.path == "/v1/traces"));
+    assert!(
+        log.iter()
+            .all(|l| l.content_type == "application/x-protobuf" && l.path == "/v1/traces")
+    );
     assert_eq!((log[0].gzip, log[1].gzip), (true, false));
     assert_eq!(rx.spans().len(), 4);
     assert!(rx.errors().is_empty(), "{:?}", rx.errors());
@@ -180,7 +212,12 @@ fn a_stalled_collector_never_blocks_the_producer_and_the_oldest_spans_go() -> Re
         max_bytes: 1 << 20,
     };
     let queue = Arc::new(Queue::new(limits, counters.clone()));
-    let s = Sender::spawn(sender(&rx.url(), true, quick()), HostResource::default(), queue.clone(), counters.clone())?;
+    let s = Sender::spawn(
+        sender(&rx.url(), true, quick()),
+        HostResource::default(),
+        queue.clone(),
+        counters.clone(),
+    )?;
     queue.push(spans(1).remove(0));
     // The first request is in the stalled Collector's hands...
     let started = Instant::now();
@@ -192,7 +229,11 @@ fn a_stalled_collector_never_blocks_the_producer_and_the_oldest_spans_go() -> Re
     for sp in spans(5_000) {
         queue.push(sp);
     }
-    assert_eq!(rx.log().len(), 1, "the stalled request is still the only one");
+    assert_eq!(
+        rx.log().len(),
+        1,
+        "the stalled request is still the only one"
+    );
     assert_eq!(queue.len(), 100);
     assert_eq!(counters.dropped(DropReason::QueueFull), 4_900);
     s.finish(Duration::from_millis(200));
@@ -205,14 +246,18 @@ fn a_stalled_collector_never_blocks_the_producer_and_the_oldest_spans_go() -> Re
 /// Records the workload with the live export pointed at `url` (a short shutdown grace and
 /// a small queue); returns the counts and the recording's CUDA calls read back.
 fn record_with(url: &str, queue: QueueLimits) -> Result<(Snapshot, usize, usize)> {
-    let dir = std::env::temp_dir().join(format!("ingero-otlp-faults-{}-{}", std::process::id(), queue.max_spans));
+    let dir = std::env::temp_dir().join(format!(
+        "ingero-otlp-faults-{}-{}",
+        std::process::id(),
+        queue.max_spans
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     let flags = OtlpFlags {
         endpoint: Some(url.to_owned()),
         ..Default::default()
     };
-    let mut config = OtlpConfig::resolve(&flags, &|_| None)?.expect("an endpoint");
+    let mut config = OtlpConfig::resolve(&flags, &|_| None)?.context("an endpoint")?;
     config.queue = queue;
     config.retry = RetryPolicy {
         deadline: Duration::from_millis(400),
@@ -252,7 +297,11 @@ fn record_with(url: &str, queue: QueueLimits) -> Result<(Snapshot, usize, usize)
     let stats = Stats::default();
     let t = Instant::now();
     run.finish(&mut recording, &stats, Vec::new());
-    assert!(t.elapsed() < Duration::from_secs(5), "the end waited {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "the end waited {:?}",
+        t.elapsed()
+    );
     let files = recording.finish(FinalStats::default())?;
     let calls_out = TraceReader::from_files(files, TimeRange::all())
         .filter(|r| matches!(r, Ok(ReadRecord::Cuda(_))))

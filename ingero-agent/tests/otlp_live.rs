@@ -9,7 +9,7 @@ mod otlp_common;
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use ingero_agent::export::otlp::config::{OtlpConfig, OtlpFlags};
 use ingero_agent::export::otlp::live::engine::EngineConfig;
 use ingero_agent::export::otlp::live::run::{LiveSettings, OtlpRun};
@@ -29,7 +29,7 @@ fn settings(url: &str, group_by: &[&str]) -> Result<LiveSettings> {
         group_by: group_by.iter().map(|k| (*k).to_owned()).collect(),
         ..Default::default()
     };
-    let config = OtlpConfig::resolve(&flags, &|_| None)?.expect("an endpoint");
+    let config = OtlpConfig::resolve(&flags, &|_| None)?.context("an endpoint")?;
     Ok(LiveSettings {
         engine: EngineConfig {
             group_by: config.group_by.clone(),
@@ -42,7 +42,11 @@ fn settings(url: &str, group_by: &[&str]) -> Result<LiveSettings> {
 }
 
 /// Records `workload` with the live export on; returns the recording's files.
-fn record_live(dir: &std::path::Path, url: &str, group_by: &[&str]) -> Result<Vec<std::path::PathBuf>> {
+fn record_live(
+    dir: &std::path::Path,
+    url: &str,
+    group_by: &[&str],
+) -> Result<Vec<std::path::PathBuf>> {
     let cfg = RecorderConfig {
         path: Some(dir.join("live.pftrace")),
         session: SessionInfo::this_host(),
@@ -86,10 +90,17 @@ fn record_live(dir: &std::path::Path, url: &str, group_by: &[&str]) -> Result<Ve
     let counts = run.snapshot();
     assert_eq!(counts.dropped_total(), 0, "{counts:?}");
     assert_eq!(counts.spans_incomplete, 0, "{counts:?}");
-    Ok(recording.finish(FinalStats::default())?)
+    recording.finish(FinalStats::default())
 }
 
-fn key(s: &ReceivedSpan) -> (String, serde_json::Map<String, Value>, Option<u64>, Option<i64>) {
+fn key(
+    s: &ReceivedSpan,
+) -> (
+    String,
+    serde_json::Map<String, Value>,
+    Option<u64>,
+    Option<i64>,
+) {
     (
         s.span.name.clone(),
         s.labels(),
@@ -117,13 +128,24 @@ fn live_spans_are_query_rows_and_the_replayed_spans() -> Result<()> {
     let steps = named(&live_spans, "ingero.step");
     let again: Vec<&&ReceivedSpan> = steps
         .iter()
-        .filter(|s| s.labels().get("step").and_then(Value::as_str) == Some("2")
-            && s.resource.get("process.pid").and_then(Value::as_u64) == Some(u64::from(P1)))
+        .filter(|s| {
+            s.labels().get("step").and_then(Value::as_str) == Some("2")
+                && s.resource.get("process.pid").and_then(Value::as_u64) == Some(u64::from(P1))
+        })
         .collect();
     assert_eq!(again.len(), 2, "step 2 of rank 0 held twice: {again:#?}");
-    assert_eq!(again.iter().filter(|s| s.int("ingero.part") == Some(2)).count(), 1);
+    assert_eq!(
+        again
+            .iter()
+            .filter(|s| s.int("ingero.part") == Some(2))
+            .count(),
+        1
+    );
     assert_eq!(steps.len(), rows.len() + 1, "{rows:#?}");
-    for s in steps.iter().filter(|s| !again.iter().any(|a| std::ptr::eq(**a, **s))) {
+    for s in steps
+        .iter()
+        .filter(|s| !again.iter().any(|a| std::ptr::eq(**a, **s)))
+    {
         let row = row_of(s, &rows).unwrap_or_else(|| panic!("no row for {:?}", s.labels()));
         assert_span_is_row(s, row, offset);
     }
@@ -132,7 +154,11 @@ fn live_spans_are_query_rows_and_the_replayed_spans() -> Result<()> {
         .iter()
         .find(|r| r["labels"]["step"] == "2" && r["pid"] == P1)
         .expect("step 2 of rank 0");
-    for (attr, field) in [("ingero.cuda_calls", "cuda_calls"), ("ingero.api_time_ns", "api_time_ns"), ("ingero.off_cpu.blocked_ns", "blocked_ns")] {
+    for (attr, field) in [
+        ("ingero.cuda_calls", "cuda_calls"),
+        ("ingero.api_time_ns", "api_time_ns"),
+        ("ingero.off_cpu.blocked_ns", "blocked_ns"),
+    ] {
         let sum: i64 = again.iter().filter_map(|s| s.int(attr)).sum();
         assert_eq!(sum as u64, row2[field].as_u64().unwrap_or(0), "{attr}");
     }
@@ -146,11 +172,23 @@ fn live_spans_are_query_rows_and_the_replayed_spans() -> Result<()> {
         assert_eq!(ids.len(), 2, "step {n} of both ranks");
         assert_eq!(ids[0], ids[1], "step {n}: one trace");
     }
-    assert!(steps.iter().any(|s| s.int("ingero.cuda_calls") == Some(0)), "rank 1's idle step 3");
-    let r1 = steps.iter().find(|s| s.resource.get("process.pid").and_then(Value::as_u64) == Some(u64::from(P2))).expect("rank 1");
+    assert!(
+        steps.iter().any(|s| s.int("ingero.cuda_calls") == Some(0)),
+        "rank 1's idle step 3"
+    );
+    let r1 = steps
+        .iter()
+        .find(|s| s.resource.get("process.pid").and_then(Value::as_u64) == Some(u64::from(P2)))
+        .expect("rank 1");
     assert_eq!(r1.resource.get("ingero.rank"), Some(&Value::from(1)));
-    assert_eq!(r1.resource.get("ingero.run_id").and_then(Value::as_str), Some("job-77"));
-    assert_eq!(r1.resource.get("process.command").and_then(Value::as_str), Some("train_r1"));
+    assert_eq!(
+        r1.resource.get("ingero.run_id").and_then(Value::as_str),
+        Some("job-77")
+    );
+    assert_eq!(
+        r1.resource.get("process.command").and_then(Value::as_str),
+        Some("train_r1")
+    );
 
     // Requests: one span per row; the one with a traceparent joins the application's trace.
     let req_rows = query_rows(trace, "request_id")?;
@@ -160,7 +198,10 @@ fn live_spans_are_query_rows_and_the_replayed_spans() -> Result<()> {
     for s in &reqs {
         assert_span_is_row(s, row_of(s, &req_rows).expect("a row"), offset);
     }
-    let r1 = reqs.iter().find(|s| s.str("ingero.request_id") == Some("r-1")).expect("r-1");
+    let r1 = reqs
+        .iter()
+        .find(|s| s.str("ingero.request_id") == Some("r-1"))
+        .expect("r-1");
     assert_eq!(hex(&r1.span.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
     assert_eq!(hex(&r1.span.parent_span_id), "00f067aa0ba902b7");
 
@@ -168,10 +209,20 @@ fn live_spans_are_query_rows_and_the_replayed_spans() -> Result<()> {
     // the live part number aside), and one span for the step that held twice.
     let replay = Receiver::start()?;
     let out = Command::new(ingero())
-        .args(["export", "otlp", "--otlp-endpoint", &replay.url(), "--trace"])
+        .args([
+            "export",
+            "otlp",
+            "--otlp-endpoint",
+            &replay.url(),
+            "--trace",
+        ])
         .arg(trace)
         .output()?;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let replayed = replay.spans();
     assert_eq!(replayed.len(), rows.len() + req_rows.len());
     let strip = |s: &ReceivedSpan| {
@@ -179,7 +230,10 @@ fn live_spans_are_query_rows_and_the_replayed_spans() -> Result<()> {
         a.retain(|k, _| !k.starts_with("ingero.finding."));
         a
     };
-    for l in live_spans.iter().filter(|s| !again.iter().any(|a| std::ptr::eq(**a, *s))) {
+    for l in live_spans
+        .iter()
+        .filter(|s| !again.iter().any(|a| std::ptr::eq(**a, *s)))
+    {
         let r = replayed
             .iter()
             .find(|r| key(r) == key(l))
@@ -187,9 +241,20 @@ fn live_spans_are_query_rows_and_the_replayed_spans() -> Result<()> {
         assert_eq!(r.span.trace_id, l.span.trace_id);
         assert_eq!(r.span.span_id, l.span.span_id);
         assert_eq!(r.span.parent_span_id, l.span.parent_span_id);
-        assert_eq!((r.span.start_time_unix_nano, r.span.end_time_unix_nano), (l.span.start_time_unix_nano, l.span.end_time_unix_nano));
+        assert_eq!(
+            (r.span.start_time_unix_nano, r.span.end_time_unix_nano),
+            (l.span.start_time_unix_nano, l.span.end_time_unix_nano)
+        );
         assert_eq!(strip(r), strip(l), "{:?}", key(l));
-        for k in ["process.pid", "process.command", "ingero.rank", "ingero.run_id", "ingero.machine_id", "service.name", "host.name"] {
+        for k in [
+            "process.pid",
+            "process.command",
+            "ingero.rank",
+            "ingero.run_id",
+            "ingero.machine_id",
+            "service.name",
+            "host.name",
+        ] {
             assert_eq!(r.resource.get(k), l.resource.get(k), "resource {k}");
         }
     }
@@ -201,7 +266,13 @@ fn live_spans_are_query_rows_and_the_replayed_spans() -> Result<()> {
         .flat_map(|r| r.scope_metrics.iter())
         .flat_map(|s| s.metrics.iter().map(|m| m.name.clone()))
         .collect();
-    for m in ["ingero.cuda.calls", "ingero.cuda.duration", "ingero.export.spans_sent", "ingero.export.dropped", "ingero.export.retries"] {
+    for m in [
+        "ingero.cuda.calls",
+        "ingero.cuda.duration",
+        "ingero.export.spans_sent",
+        "ingero.export.dropped",
+        "ingero.export.retries",
+    ] {
         assert!(names.iter().any(|n| n == m), "{m} in {names:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);

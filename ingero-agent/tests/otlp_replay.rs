@@ -15,7 +15,8 @@ use otlp_common::*;
 use serde_json::Value;
 
 fn recording(name: &str) -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("ingero-otlp-replay-{name}-{}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("ingero-otlp-replay-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     let path = dir.join("synth.pftrace");
@@ -44,7 +45,11 @@ fn replayed_spans_are_query_rows_exactly() -> Result<()> {
     let trace = recording("exact")?;
     let rx = Receiver::start()?;
     let out = export(&["--otlp-endpoint", &rx.url()], &trace)?;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let spans = rx.spans();
     let offset = recording_offset(vec![trace.clone()])?;
     for (name, key) in [("ingero.step", "step"), ("ingero.request", "request_id")] {
@@ -68,14 +73,19 @@ fn replayed_spans_are_query_rows_exactly() -> Result<()> {
         .iter()
         .filter(|f| f["labels"].get("step").is_some())
         .collect();
-    assert!(!about_steps.is_empty(), "the scenario has a finding about a step");
+    assert!(
+        !about_steps.is_empty(),
+        "the scenario has a finding about a step"
+    );
     for f in about_steps {
         let step = f["labels"]["step"].as_str().unwrap_or_default();
         let span = named(&spans, "ingero.step")
             .into_iter()
             .find(|s| s.str("ingero.step") == Some(step))
             .expect("its span");
-        let kind = span.str("ingero.finding.kind").expect("a finding on the span");
+        let kind = span
+            .str("ingero.finding.kind")
+            .expect("a finding on the span");
         // The span carries the most severe finding about its group.
         let first = findings
             .iter()
@@ -91,7 +101,11 @@ fn replayed_spans_are_query_rows_exactly() -> Result<()> {
 fn dry_run_json_prints_the_spans_it_would_send() -> Result<()> {
     let trace = recording("dry")?;
     let out = export(&["--dry-run", "--json"], &trace)?;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(serde_json::from_str)
@@ -107,9 +121,15 @@ fn dry_run_json_prints_the_spans_it_would_send() -> Result<()> {
             .iter()
             .find(|s| Some(hex(&s.span.span_id).as_str()) == line["span_id"].as_str())
             .unwrap_or_else(|| panic!("sent: {line}"));
-        assert_eq!(line["trace_id"].as_str(), Some(hex(&span.span.trace_id).as_str()));
+        assert_eq!(
+            line["trace_id"].as_str(),
+            Some(hex(&span.span.trace_id).as_str())
+        );
         assert_eq!(line["name"].as_str(), Some(span.span.name.as_str()));
-        assert_eq!(line["start_time_unix_nano"].as_u64(), Some(span.span.start_time_unix_nano));
+        assert_eq!(
+            line["start_time_unix_nano"].as_u64(),
+            Some(span.span.start_time_unix_nano)
+        );
         assert_eq!(line["attributes"], Value::Object(span.attributes.clone()));
         assert_eq!(line["resource"], Value::Object(span.resource.clone()));
     }

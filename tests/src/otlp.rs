@@ -72,12 +72,17 @@ impl Receiver {
         let addr = listener.local_addr()?;
         let state = Arc::new(Mutex::new(State::default()));
         let s = state.clone();
-        let thread = std::thread::spawn(move || {
-            for conn in listener.incoming().flatten() {
-                let s = s.clone();
-                std::thread::spawn(move || serve(conn, &s));
-            }
-        });
+        let thread = std::thread::Builder::new()
+            .name("otlp-receiver".into())
+            .spawn(move || {
+                for conn in listener.incoming().flatten() {
+                    let s = s.clone();
+                    let _ = std::thread::Builder::new()
+                        .name("otlp-receiver".into())
+                        .spawn(move || serve(conn, &s));
+                }
+            })
+            .context("starting the test receiver")?;
         Ok(Receiver {
             addr,
             state,
@@ -357,8 +362,10 @@ fn serve(conn: TcpStream, state: &Arc<Mutex<State>>) {
                 respond(&mut w, 200, &[], &body)
             }
             Answer::Status(code, retry_after) => {
-                let h: Vec<(&str, String)> =
-                    retry_after.map(|v| ("Retry-After", v)).into_iter().collect();
+                let h: Vec<(&str, String)> = retry_after
+                    .map(|v| ("Retry-After", v))
+                    .into_iter()
+                    .collect();
                 respond(&mut w, code, &h, b"")
             }
         };

@@ -23,7 +23,17 @@ fn rank(lib: &str, socket: &str, rank: u32) -> Result<Driver> {
         &cuda_driver()?,
         // 30 ms per step (the real library returns at once); rank 1 also sleeps 100 ms in
         // step 2, off the CPU.
-        &[lib, "steps", socket, &STEPS.to_string(), if rank == 1 { "2" } else { "-1" }, "100000", "-1", "0", "30000"],
+        &[
+            lib,
+            "steps",
+            socket,
+            &STEPS.to_string(),
+            if rank == 1 { "2" } else { "-1" },
+            "100000",
+            "-1",
+            "0",
+            "30000",
+        ],
         &[
             ("RANK", &rank_text),
             ("LOCAL_RANK", &rank_text),
@@ -73,22 +83,38 @@ fn trace_ranks(name: &str, url: &str) -> Result<Run> {
         "--otlp-metrics-interval",
         "1s",
     ])?;
-    let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as u64;
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos() as u64;
     let running: Vec<_> = drivers
         .into_iter()
         .map(|d| std::thread::spawn(move || d.go_and_finish()))
         .collect();
     for r in running {
-        let done = r.join().map_err(|_| anyhow::anyhow!("driver thread panicked"))??;
+        let done = r
+            .join()
+            .map_err(|_| anyhow::anyhow!("driver thread panicked"))??;
         ensure!(done.get("done").is_some(), "{done}");
     }
     // A request over the whole run, trace-wide (the job's, whichever rank served it), sent
     // when it ends as an inference server's adapter sends it.
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as u64;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos() as u64;
     let status = Command::new(agent_bin()?)
         .args(["annotate", "--socket", &socket])
-        .args(["--label", "request_id=req-e2e", "--label", &format!("traceparent={TRACEPARENT}")])
-        .args(["--span-start", &before.to_string(), "--span-end", &now.to_string()])
+        .args([
+            "--label",
+            "request_id=req-e2e",
+            "--label",
+            &format!("traceparent={TRACEPARENT}"),
+        ])
+        .args([
+            "--span-start",
+            &before.to_string(),
+            "--span-end",
+            &now.to_string(),
+        ])
         .status()?;
     ensure!(status.success(), "ingero annotate: {status}");
     // Let the last labels through the reorder window, and a metrics interval pass.
@@ -105,7 +131,10 @@ fn trace_ranks(name: &str, url: &str) -> Result<Run> {
 
 fn query(recording: &str, keys: &str) -> Result<Vec<Value>> {
     let q = run_ingero(&["query", "--trace", recording, "--group-by", keys, "--json"])?;
-    Ok(serde_json::from_str::<Value>(&q)?.as_array().context("rows")?.clone())
+    Ok(serde_json::from_str::<Value>(&q)?
+        .as_array()
+        .context("rows")?
+        .clone())
 }
 
 fn labels(row: &Value) -> Map<String, Value> {
@@ -145,28 +174,56 @@ fn live_spans_are_query_rows_and_the_replay_sends_the_same() -> Result<()> {
     let run = trace_ranks("live", &rx.url())?;
     assert!(rx.errors().is_empty(), "{:?}", rx.errors());
     let spans = rx.spans();
-    let stats = run.live.iter().rev().find(|l| l["type"] == "stats" && l["final"] == true).context("final stats line")?;
-    assert_eq!(stats["otlp"]["spans_sent"].as_u64(), Some(spans.len() as u64), "{}", stats["otlp"]);
-    assert_eq!(stats["otlp"]["spans_queued"].as_u64(), Some(spans.len() as u64));
+    let stats = run
+        .live
+        .iter()
+        .rev()
+        .find(|l| l["type"] == "stats" && l["final"] == true)
+        .context("final stats line")?;
+    assert_eq!(
+        stats["otlp"]["spans_sent"].as_u64(),
+        Some(spans.len() as u64),
+        "{}",
+        stats["otlp"]
+    );
+    assert_eq!(
+        stats["otlp"]["spans_queued"].as_u64(),
+        Some(spans.len() as u64)
+    );
 
     for (name, key) in [("ingero.step", "step"), ("ingero.request", "request_id")] {
         let rows = query(&run.recording, key)?;
         let got: Vec<&ReceivedSpan> = spans.iter().filter(|s| s.span.name == name).collect();
-        assert_eq!(got.len(), rows.len(), "exactly one {name} span per row: {rows:#?}");
+        assert_eq!(
+            got.len(),
+            rows.len(),
+            "exactly one {name} span per row: {rows:#?}"
+        );
         for s in &got {
             let row = rows
                 .iter()
                 .find(|r| labels(r) == s.labels() && r["pid"].as_u64() == pid_of(s))
                 .with_context(|| format!("no row for {:?}", s.labels()))?;
-            assert!(same_numbers(s, row), "{name} {:?}:\n{:#?}\n{row:#}", s.labels(), s.attributes);
+            assert!(
+                same_numbers(s, row),
+                "{name} {:?}:\n{:#?}\n{row:#}",
+                s.labels(),
+                s.attributes
+            );
         }
     }
     // Each rank's steps 0..STEPS (and the closing label), the same trace for a step of both.
-    let steps: Vec<&ReceivedSpan> = spans.iter().filter(|s| s.span.name == "ingero.step").collect();
+    let steps: Vec<&ReceivedSpan> = spans
+        .iter()
+        .filter(|s| s.span.name == "ingero.step")
+        .collect();
     for p in &run.pids {
         let mine: Vec<&&ReceivedSpan> = steps.iter().filter(|s| pid_of(s) == Some(*p)).collect();
         assert_eq!(mine.len(), STEPS as usize + 1, "pid {p}");
-        let busy = mine.iter().filter(|s| s.int("ingero.cuda_calls").unwrap_or(0) > 0).count();
+        let busy = mine
+            .iter()
+            .filter(|s| s.int("ingero.cuda_calls").unwrap_or(0) > 0)
+            .count();
         assert_eq!(busy, STEPS as usize, "pid {p}: every step's calls");
     }
     for n in 0..STEPS {
@@ -178,12 +235,24 @@ fn live_spans_are_query_rows_and_the_replay_sends_the_same() -> Result<()> {
         assert_eq!(ids.len(), 2);
         assert_eq!(ids[0], ids[1], "step {n} of both ranks is one trace");
     }
-    let r = steps.iter().find(|s| pid_of(s) == Some(run.pids[1])).context("rank 1")?;
+    let r = steps
+        .iter()
+        .find(|s| pid_of(s) == Some(run.pids[1]))
+        .context("rank 1")?;
     assert_eq!(r.resource.get("ingero.rank"), Some(&Value::from(1)));
-    assert_eq!(r.resource.get("ingero.run_id").and_then(Value::as_str), Some("e2e-otlp"));
-    let req = spans.iter().find(|s| s.span.name == "ingero.request").context("the request")?;
+    assert_eq!(
+        r.resource.get("ingero.run_id").and_then(Value::as_str),
+        Some("e2e-otlp")
+    );
+    let req = spans
+        .iter()
+        .find(|s| s.span.name == "ingero.request")
+        .context("the request")?;
     assert_eq!(pid_of(req), None, "a trace-wide request merges the ranks");
-    assert!(req.int("ingero.cuda_calls").unwrap_or(0) >= i64::from(2 * 7 * STEPS), "both ranks' calls");
+    assert!(
+        req.int("ingero.cuda_calls").unwrap_or(0) >= i64::from(2 * 7 * STEPS),
+        "both ranks' calls"
+    );
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     assert_eq!(hex(&req.span.trace_id), "0af7651916cd43dd8448eb211c80319c");
     assert_eq!(hex(&req.span.parent_span_id), "b7ad6b7169203331");
@@ -191,7 +260,14 @@ fn live_spans_are_query_rows_and_the_replay_sends_the_same() -> Result<()> {
 
     // The replay sends the same spans.
     let replay = Receiver::start()?;
-    run_ingero(&["export", "otlp", "--trace", &run.recording, "--otlp-endpoint", &replay.url()])?;
+    run_ingero(&[
+        "export",
+        "otlp",
+        "--trace",
+        &run.recording,
+        "--otlp-endpoint",
+        &replay.url(),
+    ])?;
     let again = replay.spans();
     assert_eq!(again.len(), spans.len());
     let strip = |s: &ReceivedSpan| {
@@ -200,9 +276,15 @@ fn live_spans_are_query_rows_and_the_replay_sends_the_same() -> Result<()> {
         a
     };
     for l in &spans {
-        let r = again.iter().find(|r| r.span.span_id == l.span.span_id).with_context(|| format!("replayed {:?}", l.labels()))?;
+        let r = again
+            .iter()
+            .find(|r| r.span.span_id == l.span.span_id)
+            .with_context(|| format!("replayed {:?}", l.labels()))?;
         assert_eq!(r.span.trace_id, l.span.trace_id);
-        assert_eq!((r.span.start_time_unix_nano, r.span.end_time_unix_nano), (l.span.start_time_unix_nano, l.span.end_time_unix_nano));
+        assert_eq!(
+            (r.span.start_time_unix_nano, r.span.end_time_unix_nano),
+            (l.span.start_time_unix_nano, l.span.end_time_unix_nano)
+        );
         assert_eq!(strip(r), strip(l));
     }
     let _ = std::fs::remove_dir_all(&run.dir);
@@ -215,17 +297,41 @@ fn a_dead_collector_leaves_the_recording_complete_and_the_agent_exiting_0() -> R
         return Ok(());
     }
     let run = trace_ranks("dead", &dead_endpoint()?)?;
-    assert!(run.stderr.contains("OTLP export to") && run.stderr.contains("failing"), "{}", run.stderr);
-    assert!(run.stderr.contains("otlp: 0 of"), "the summary says what was lost:\n{}", run.stderr);
+    assert!(
+        run.stderr.contains("OTLP export to") && run.stderr.contains("failing"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("otlp: 0 of"),
+        "the summary says what was lost:\n{}",
+        run.stderr
+    );
     // The loss is reported in the final stats line, as drops.
-    let stats = run.live.iter().rev().find(|l| l["type"] == "stats" && l["final"] == true).context("final stats line")?;
+    let stats = run
+        .live
+        .iter()
+        .rev()
+        .find(|l| l["type"] == "stats" && l["final"] == true)
+        .context("final stats line")?;
     let otlp = &stats["otlp"];
     let queued = otlp["spans_queued"].as_u64().unwrap_or(0);
     assert!(queued >= u64::from(2 * STEPS), "{otlp}");
     assert_eq!(otlp["spans_sent"], 0, "{otlp}");
-    let dropped: u64 = otlp["spans_dropped"].as_object().context("by reason")?.values().filter_map(Value::as_u64).sum();
+    let dropped: u64 = otlp["spans_dropped"]
+        .as_object()
+        .context("by reason")?
+        .values()
+        .filter_map(Value::as_u64)
+        .sum();
     assert_eq!(dropped, queued, "{otlp}");
-    let drops: u64 = stats["drops"].as_object().context("drops")?.iter().filter(|(k, _)| k.starts_with("otlp_spans_dropped_")).filter_map(|(_, v)| v.as_u64()).sum();
+    let drops: u64 = stats["drops"]
+        .as_object()
+        .context("drops")?
+        .iter()
+        .filter(|(k, _)| k.starts_with("otlp_spans_dropped_"))
+        .filter_map(|(_, v)| v.as_u64())
+        .sum();
     assert_eq!(drops, queued);
     // The recording holds every step of both ranks with every call the driver made.
     let rows = query(&run.recording, "step")?;
@@ -233,13 +339,20 @@ fn a_dead_collector_leaves_the_recording_complete_and_the_agent_exiting_0() -> R
         let mut calls: Vec<(u64, u64)> = rows
             .iter()
             .filter(|r| r["pid"].as_u64() == Some(*p))
-            .filter_map(|r| Some((r["labels"]["step"].as_str()?.parse().ok()?, r["cuda_calls"].as_u64()?)))
+            .filter_map(|r| {
+                Some((
+                    r["labels"]["step"].as_str()?.parse().ok()?,
+                    r["cuda_calls"].as_u64()?,
+                ))
+            })
             .collect();
         calls.sort();
         // Step 0 allocates and launches; later steps also free the previous block.
         // Each step: a cudaMalloc (which fails without a GPU, so nothing is freed), 5
         // launches, a sync; the closing label holds none.
-        let want: Vec<(u64, u64)> = (0..=u64::from(STEPS)).map(|s| (s, if s == u64::from(STEPS) { 0 } else { 7 })).collect();
+        let want: Vec<(u64, u64)> = (0..=u64::from(STEPS))
+            .map(|s| (s, if s == u64::from(STEPS) { 0 } else { 7 }))
+            .collect();
         assert_eq!(calls, want, "pid {p}");
     }
     let _ = std::fs::remove_dir_all(&run.dir);

@@ -69,4 +69,3 @@ pub fn records() -> Vec<Vec<u8>> {
         })
         .collect()
 }
-

@@ -130,7 +130,11 @@ fn otlp(a: OtlpExportArgs) -> Result<ExitCode> {
         if dropped.is_empty() {
             String::new()
         } else {
-            format!(" ({} not delivered: {})", total - s.spans_sent, dropped.join(", "))
+            format!(
+                " ({} not delivered: {})",
+                total - s.spans_sent,
+                dropped.join(", ")
+            )
         }
     );
     if let Some(e) = s.last_error.filter(|_| s.spans_sent < total) {

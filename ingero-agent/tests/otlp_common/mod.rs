@@ -47,7 +47,11 @@ fn off(t: Task, ts: u64, d: u64, reason: OffCpuReason) -> TimelineRecord {
         duration_ns: d,
         task: t,
         reason,
-        prev_state: if reason == OffCpuReason::Blocked { 1 } else { 0 },
+        prev_state: if reason == OffCpuReason::Blocked {
+            1
+        } else {
+            0
+        },
         next_tid: 99,
         next_comm: Comm::from_str_lossy("kworker/0:1"),
     }))
@@ -58,16 +62,44 @@ fn off(t: Task, ts: u64, d: u64, reason: OffCpuReason) -> TimelineRecord {
 fn step_work(t: Task, ts: u64, k: u64, out: &mut Vec<TimelineRecord>) {
     let mut at = ts + 100_000;
     for i in 0..(3 + k % 3) {
-        out.push(cuda(t, at, 4_000 + i * 10 + k, CudaOp::LaunchKernel, 0, launch_args(8, 1)));
+        out.push(cuda(
+            t,
+            at,
+            4_000 + i * 10 + k,
+            CudaOp::LaunchKernel,
+            0,
+            launch_args(8, 1),
+        ));
         at += 20_000;
     }
-    out.push(cuda(t, at, 50_000 + k, CudaOp::MemcpyAsync, 0, memcpy(4096 * (k + 1), MemcpyKind::HostToDevice)));
+    out.push(cuda(
+        t,
+        at,
+        50_000 + k,
+        CudaOp::MemcpyAsync,
+        0,
+        memcpy(4096 * (k + 1), MemcpyKind::HostToDevice),
+    ));
     at += 80_000;
     out.push(off(t, at, 300_000 + k * 1000, OffCpuReason::Preempted));
     at += 400_000;
-    out.push(cuda(t, at, 2_000_000 + k * 100, CudaOp::StreamSynchronize, 0, sync()));
+    out.push(cuda(
+        t,
+        at,
+        2_000_000 + k * 100,
+        CudaOp::StreamSynchronize,
+        0,
+        sync(),
+    ));
     at += 2_100_000;
-    out.push(cuda(t, at, 30_000 + k, CudaOp::Memcpy, i32::from(k == 4) * 700, memcpy(512 * k, MemcpyKind::DeviceToHost)));
+    out.push(cuda(
+        t,
+        at,
+        30_000 + k,
+        CudaOp::Memcpy,
+        i32::from(k == 4) * 700,
+        memcpy(512 * k, MemcpyKind::DeviceToHost),
+    ));
     at += 50_000;
     out.push(off(t, at, 1_000_000 + k * 3000, OffCpuReason::Blocked));
 }
@@ -80,24 +112,59 @@ pub fn workload(t0: u64) -> Vec<TimelineRecord> {
     let (a, b) = (task(P1, P1, "train_r0"), task(P2, P2, "train_r1"));
     let t = |ms: u64| t0 + ms * MS;
     let mut out = vec![
-        annotation(t(0), None, Some(P1), &[("rank", "0"), ("run_id", "job-77"), ("world_size", "2")]),
-        annotation(t(0), None, Some(P2), &[("rank", "1"), ("run_id", "job-77"), ("world_size", "2")]),
+        annotation(
+            t(0),
+            None,
+            Some(P1),
+            &[("rank", "0"), ("run_id", "job-77"), ("world_size", "2")],
+        ),
+        annotation(
+            t(0),
+            None,
+            Some(P2),
+            &[("rank", "1"), ("run_id", "job-77"), ("world_size", "2")],
+        ),
         annotation(t(0) + 1, None, None, &[("phase", "train")]),
     ];
     for s in 1..=5u64 {
         let base = t(s * 10);
         let other = base + 700_000;
-        out.push(annotation(base, None, Some(P1), &[("step", &s.to_string())]));
-        out.push(annotation(other, None, Some(P2), &[("step", &s.to_string())]));
+        out.push(annotation(
+            base,
+            None,
+            Some(P1),
+            &[("step", &s.to_string())],
+        ));
+        out.push(annotation(
+            other,
+            None,
+            Some(P2),
+            &[("step", &s.to_string())],
+        ));
         step_work(a, base, s, &mut out);
         if s != 3 {
             step_work(b, other, s + 10, &mut out);
         }
         if s == 2 {
             // Requests of rank 0, sent when they end (after their events were written).
-            out.push(annotation(base + 100_000, Some(base + 2_000_000), Some(P1), &[("request_id", "r-1"), ("traceparent", TRACEPARENT)]));
-            out.push(annotation(base + 500_000, Some(base + 3_000_000), Some(P1), &[("request_id", "r-2")]));
-            out.push(annotation(base + 1_000_000, Some(base + 3_500_000), Some(P1), &[("request_id", "r-3")]));
+            out.push(annotation(
+                base + 100_000,
+                Some(base + 2_000_000),
+                Some(P1),
+                &[("request_id", "r-1"), ("traceparent", TRACEPARENT)],
+            ));
+            out.push(annotation(
+                base + 500_000,
+                Some(base + 3_000_000),
+                Some(P1),
+                &[("request_id", "r-2")],
+            ));
+            out.push(annotation(
+                base + 1_000_000,
+                Some(base + 3_500_000),
+                Some(P1),
+                &[("request_id", "r-3")],
+            ));
         }
         if s == 4 {
             // Late: stamped before the last events written.
@@ -107,7 +174,12 @@ pub fn workload(t0: u64) -> Vec<TimelineRecord> {
     // Rank 0 clears its step, then step 2 holds again (a validation pass of the same step),
     // long enough after its first part for the live export to have sent that one.
     out.push(annotation(t(60), None, Some(P1), &[("step", "")]));
-    out.push(annotation(t(400), None, Some(P1), &[("step", "2"), ("phase", "val")]));
+    out.push(annotation(
+        t(400),
+        None,
+        Some(P1),
+        &[("step", "2"), ("phase", "val")],
+    ));
     step_work(a, t(400), 7, &mut out);
     out.push(annotation(t(406), None, Some(P1), &[("step", "")]));
     out.push(lifecycle(b, t(408), ProcessOp::Exit, 0, ""));
@@ -121,7 +193,11 @@ pub fn query_rows(trace: &Path, keys: &str) -> Result<Vec<Value>> {
         .arg(trace)
         .output()
         .context("running ingero query")?;
-    ensure!(out.status.success(), "query: {}", String::from_utf8_lossy(&out.stderr));
+    ensure!(
+        out.status.success(),
+        "query: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout)?;
     Ok(v.as_array().cloned().unwrap_or_default())
 }
@@ -171,13 +247,26 @@ pub fn assert_span_is_row(span: &ReceivedSpan, row: &Value, offset: i128) {
     match row["slowest_op"].as_object() {
         Some(s) => {
             assert_eq!(span.str("ingero.slowest.op"), s["op"].as_str());
-            assert_eq!(span.int("ingero.slowest.duration_ns").map(|v| v as u64), s["duration_ns"].as_u64());
+            assert_eq!(
+                span.int("ingero.slowest.duration_ns").map(|v| v as u64),
+                s["duration_ns"].as_u64()
+            );
         }
         None => assert!(span.attributes.get("ingero.slowest.op").is_none()),
     }
     let wall = |t: &Value| (i128::from(t.as_u64().unwrap_or(0)) + offset) as u64;
-    assert_eq!(span.span.start_time_unix_nano, wall(&row["start_ns"]), "start of {:?}", span.labels());
-    assert_eq!(span.span.end_time_unix_nano, wall(&row["end_ns"]), "end of {:?}", span.labels());
+    assert_eq!(
+        span.span.start_time_unix_nano,
+        wall(&row["start_ns"]),
+        "start of {:?}",
+        span.labels()
+    );
+    assert_eq!(
+        span.span.end_time_unix_nano,
+        wall(&row["end_ns"]),
+        "end of {:?}",
+        span.labels()
+    );
 }
 
 /// REALTIME − MONOTONIC as the recording's first clock snapshot states it, read with the
@@ -187,7 +276,8 @@ pub fn recording_offset(files: Vec<std::path::PathBuf>) -> Result<i128> {
     let mut r = TraceReader::from_files(files, TimeRange::all());
     let mut rec = empty_record();
     while r.next_into(&mut rec)? {}
-    r.first_realtime_offset().context("the recording has a clock snapshot")
+    r.first_realtime_offset()
+        .context("the recording has a clock snapshot")
 }
 
 /// Spans of one name.

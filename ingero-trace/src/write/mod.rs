@@ -64,6 +64,7 @@ mod recorder;
 mod sequence;
 mod slices;
 mod tap;
+mod tapped;
 mod tracks;
 
 pub use config::{

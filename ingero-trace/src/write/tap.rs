@@ -10,12 +10,11 @@
 //! - **clamped slices**: a slice that would outlast the one enclosing it on its track is
 //!   shortened ([`Clamp`]: the record's number and the duration written).
 //!
-//! Off by default (nothing is logged); [`Recorder::enable_tap`] turns it on and
-//! [`Recorder::take_tap`] hands over what was logged since the last call.
+//! Off by default (nothing is logged); `Recorder::enable_tap` turns it on and
+//! `Recorder::take_tap` hands over what was logged since the last call (`tapped.rs`).
 
 use std::collections::HashMap;
 
-use super::recorder::Recorder;
 use crate::model::LabelInterval;
 
 /// What happened to a label's state (in `scope`, `None`: trace-wide) at `ts_ns`.
@@ -45,7 +44,7 @@ pub enum EdgeKind {
     End,
 }
 
-/// A slice the writer shortened: the [`Recorder::records_written`] number of the record it
+/// A slice the writer shortened: the `Recorder::records_written` number of the record it
 /// belongs to, and the duration written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Clamp {
@@ -129,72 +128,5 @@ fn interval(
         provenance_uid: 0,
         provenance_pid: None,
         continued,
-    }
-}
-
-impl Recorder {
-    /// Starts logging label-state edges and clamped slices (see the module docs).
-    pub fn enable_tap(&mut self) {
-        self.tap.get_or_insert_with(Tap::default);
-        self.labels.edges.get_or_insert_with(Vec::new);
-    }
-
-    /// Moves what the tap logged since the last call into `out` (appended).
-    pub fn take_tap(&mut self, out: &mut Tap) {
-        if let Some(edges) = self.labels.edges.as_mut() {
-            out.edges.append(edges);
-        }
-        if let Some(tap) = self.tap.as_mut() {
-            out.clamped.append(&mut tap.clamped);
-        }
-    }
-
-    /// Records passed to [`Recorder::write`] so far: the number of the last one (a [`Clamp`]
-    /// names its record by it).
-    pub fn records_written(&self) -> u64 {
-        self.counters.records
-    }
-
-    /// REALTIME − MONOTONIC as the first file's first clock snapshot states it (what a reader
-    /// converts the recording's times with, `TraceReader::first_realtime_offset`); `None`
-    /// until the first record or `end_all` started the file.
-    pub fn first_realtime_offset(&self) -> Option<i128> {
-        self.first_real_minus_mono
-    }
-
-    /// The machine id stamped on the recording's packets and session.
-    pub fn machine_id(&self) -> u32 {
-        self.machine_id
-    }
-
-    /// When the session started, as a CLOCK_REALTIME stamp (the session packet's).
-    pub fn started_realtime_ns(&self) -> u64 {
-        self.started_realtime_ns
-    }
-
-    /// The stream's time: the newest timestamp written (where a late label change takes
-    /// effect, and where [`Recorder::end_all`] ends what is open).
-    pub fn stream_time(&self) -> u64 {
-        self.stream_end()
-    }
-
-    /// Ends every open slice and label state at the stream's time, as [`Recorder::finish`]
-    /// does first, so the tap sees the last edges before the final statistics are known.
-    /// Records written afterwards still go to the file; `finish` ends what they open.
-    pub fn end_all(&mut self) -> super::Result<()> {
-        self.start_main(crate::clock::monotonic_now_ns())?;
-        self.close_all_slices(false)
-    }
-
-    /// Logs a shortened slice of the record being written.
-    #[inline(never)]
-    pub(super) fn tap_clamp(&mut self, duration_ns: u64) {
-        let record = self.counters.records;
-        if let Some(tap) = self.tap.as_mut() {
-            tap.clamped.push(Clamp {
-                record,
-                duration_ns,
-            });
-        }
     }
 }

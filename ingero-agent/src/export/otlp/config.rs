@@ -236,13 +236,19 @@ mod tests {
             &OtlpFlags::default(),
             &[
                 ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:4318"),
-                ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://t.example/custom"),
+                (
+                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                    "https://t.example/custom",
+                ),
                 ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "https://m.example/m"),
             ],
         )
         .expect("ok")
         .expect("export");
-        assert_eq!(c.traces.url, "https://t.example/custom", "signal URLs as is");
+        assert_eq!(
+            c.traces.url, "https://t.example/custom",
+            "signal URLs as is"
+        );
         assert_eq!(c.metrics.url, "https://m.example/m");
 
         let flags = OtlpFlags {
@@ -259,12 +265,27 @@ mod tests {
 
         let c = resolve(
             &OtlpFlags::default(),
-            &[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://t:4318/v1/traces")],
+            &[(
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "http://t:4318/v1/traces",
+            )],
         )
         .expect("ok")
         .expect("export");
-        assert_eq!(c.metrics.url, "http://t:4318/v1/metrics", "metrics beside traces");
-        assert!(resolve(&OtlpFlags { endpoint: Some("collector:4318".into()), ..Default::default() }, &[]).is_err());
+        assert_eq!(
+            c.metrics.url, "http://t:4318/v1/metrics",
+            "metrics beside traces"
+        );
+        assert!(
+            resolve(
+                &OtlpFlags {
+                    endpoint: Some("collector:4318".into()),
+                    ..Default::default()
+                },
+                &[]
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -277,8 +298,14 @@ mod tests {
         let c = resolve(
             &flags,
             &[
-                ("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20env,x-tenant=a%2Cb"),
-                ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=prod,service.name=trainer"),
+                (
+                    "OTEL_EXPORTER_OTLP_HEADERS",
+                    "authorization=Bearer%20env,x-tenant=a%2Cb",
+                ),
+                (
+                    "OTEL_RESOURCE_ATTRIBUTES",
+                    "deployment.environment=prod,service.name=trainer",
+                ),
                 ("OTEL_EXPORTER_OTLP_COMPRESSION", "none"),
                 ("OTEL_EXPORTER_OTLP_TIMEOUT", "2500"),
             ],
@@ -295,7 +322,10 @@ mod tests {
         assert!(!c.traces.gzip);
         assert_eq!(c.timeout, Duration::from_millis(2500));
         assert_eq!(c.service_name, "trainer", "from the resource attributes");
-        assert_eq!(c.resource, [("deployment.environment".to_owned(), "prod".to_owned())]);
+        assert_eq!(
+            c.resource,
+            [("deployment.environment".to_owned(), "prod".to_owned())]
+        );
         let c = resolve(
             &flags,
             &[

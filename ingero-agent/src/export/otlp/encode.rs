@@ -3,12 +3,10 @@
 //! `--dry-run --json` prints (one object per span).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::sync::Arc;
 
-use anyhow::Result;
-use flate2::Compression;
-use flate2::write::GzEncoder;
+use anyhow::{Result, anyhow};
+use libdeflater::{CompressionLvl, Compressor};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
@@ -24,9 +22,50 @@ use super::span::{AttrValue, ProcessResource, SpanData};
 /// The instrumentation scope every span and metric is sent under.
 pub const SCOPE_NAME: &str = "ingero";
 
-/// gzip level: 1 of 9 costs a fraction of the CPU of the default and loses little on
-/// attribute-heavy spans (benchmarks-otlp.md).
-pub const GZIP_LEVEL: u32 = 1;
+/// gzip level (libdeflate's 1–12): 1 costs a fraction of the CPU of the higher levels and
+/// loses little on attribute-heavy spans (benchmarks-otlp.md).
+pub const GZIP_LEVEL: i32 = 1;
+
+/// A gzip compressor, kept by its user (libdeflate's state is a few hundred KiB).
+pub struct Gzip {
+    c: Compressor,
+}
+
+impl Gzip {
+    pub fn new() -> Gzip {
+        let level = CompressionLvl::new(GZIP_LEVEL).unwrap_or_else(|_| CompressionLvl::fastest());
+        Gzip {
+            c: Compressor::new(level),
+        }
+    }
+
+    /// `raw` as a gzip member, in `out` (whose room is kept from call to call: a request's
+    /// body is a few hundred KiB, and fresh pages of that size cost more to fault in and
+    /// zero than compressing them).
+    pub fn compress_into(&mut self, raw: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        out.clear();
+        out.resize(self.c.gzip_compress_bound(raw.len()), 0);
+        let n = self
+            .c
+            .gzip_compress(raw, out)
+            .map_err(|e| anyhow!("gzip: {e:?}"))?;
+        out.truncate(n);
+        Ok(())
+    }
+
+    /// `raw` as a gzip member.
+    pub fn compress(&mut self, raw: &[u8]) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.compress_into(raw, &mut out)?;
+        Ok(out)
+    }
+}
+
+impl Default for Gzip {
+    fn default() -> Self {
+        Gzip::new()
+    }
+}
 
 pub fn key_value(k: &str, v: &AttrValue) -> KeyValue {
     let value = match v {
@@ -114,10 +153,7 @@ pub fn trace_request(host: &HostResource, spans: &[SpanData]) -> ExportTraceServ
     let resource_spans = by
         .into_iter()
         .map(|(i, spans)| ResourceSpans {
-            resource: Some(resource(
-                host,
-                order.get(i).and_then(|p| p.as_deref()),
-            )),
+            resource: Some(resource(host, order.get(i).and_then(|p| p.as_deref()))),
             scope_spans: vec![ScopeSpans {
                 scope: Some(scope()),
                 spans,
@@ -130,14 +166,12 @@ pub fn trace_request(host: &HostResource, spans: &[SpanData]) -> ExportTraceServ
 }
 
 /// A message's protobuf bytes, gzipped when `gzip`.
-pub fn body(msg: &impl Message, gzip: bool) -> Result<Vec<u8>> {
+pub fn body(msg: &impl Message, gzip: Option<&mut Gzip>) -> Result<Vec<u8>> {
     let raw = msg.encode_to_vec();
-    if !gzip {
-        return Ok(raw);
+    match gzip {
+        Some(z) => z.compress(&raw),
+        None => Ok(raw),
     }
-    let mut z = GzEncoder::new(Vec::with_capacity(raw.len() / 3), Compression::new(GZIP_LEVEL));
-    z.write_all(&raw)?;
-    Ok(z.finish()?)
 }
 
 fn attrs_json<'a>(attrs: impl IntoIterator<Item = (&'a str, &'a AttrValue)>) -> Json {
@@ -150,9 +184,16 @@ fn attrs_json<'a>(attrs: impl IntoIterator<Item = (&'a str, &'a AttrValue)>) -> 
 
 /// A span as `--dry-run --json` prints it (documented in docs/fleet.md).
 pub fn span_json(host: &HostResource, s: &SpanData) -> Json {
-    let mut resource: Vec<(&str, &AttrValue)> =
-        host.attributes.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let process = s.process.as_deref().map(process_attributes).unwrap_or_default();
+    let mut resource: Vec<(&str, &AttrValue)> = host
+        .attributes
+        .iter()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
+    let process = s
+        .process
+        .as_deref()
+        .map(process_attributes)
+        .unwrap_or_default();
     resource.extend(process.iter().map(|(k, v)| (*k, v)));
     json!({
         "trace_id": hex(&s.trace_id),
@@ -162,7 +203,7 @@ pub fn span_json(host: &HostResource, s: &SpanData) -> Json {
         "kind": "internal",
         "start_time_unix_nano": s.start_unix_ns,
         "end_time_unix_nano": s.end_unix_ns,
-        "attributes": attrs_json(s.attributes.iter().map(|(k, v)| (k.as_str(), v))),
+        "attributes": attrs_json(s.attributes.iter().map(|(k, v)| (k.as_ref(), v))),
         "resource": attrs_json(resource),
     })
 }

@@ -71,7 +71,9 @@ pub fn trace_id(run_id: &str, pairs: &[(&str, &str)]) -> [u8; 16] {
     }
     let h = fnv1a128(&fields);
     let (hi, lo) = (fmix64((h >> 64) as u64), fmix64(h as u64));
-    ((u128::from(hi) << 64) | u128::from(lo)).max(1).to_be_bytes()
+    ((u128::from(hi) << 64) | u128::from(lo))
+        .max(1)
+        .to_be_bytes()
 }
 
 /// A span id (see the module docs); never all zeros.

@@ -161,8 +161,18 @@ pub fn metrics_request(
             .map(|o| p.point(&[(n::DIM_OP, o.op)], f(o)))
             .collect::<Vec<_>>()
     };
-    metrics.push(sum(n::METRIC_CUDA_CALLS, "{call}", "CUDA calls", by_op(|o| o.count)));
-    metrics.push(sum(n::METRIC_CUDA_ERRORS, "{call}", "CUDA calls that failed", by_op(|o| o.errors)));
+    metrics.push(sum(
+        n::METRIC_CUDA_CALLS,
+        "{call}",
+        "CUDA calls",
+        by_op(|o| o.count),
+    ));
+    metrics.push(sum(
+        n::METRIC_CUDA_ERRORS,
+        "{call}",
+        "CUDA calls that failed",
+        by_op(|o| o.errors),
+    ));
     let hist_points = m
         .ops
         .iter()
@@ -220,7 +230,12 @@ pub fn metrics_request(
         .iter()
         .map(|(r, v)| p.point(&[(n::DIM_DROP_REASON, r)], *v))
         .collect();
-    metrics.push(sum(n::METRIC_DROPS, "{event}", "What the session lost, by reason", drops));
+    metrics.push(sum(
+        n::METRIC_DROPS,
+        "{event}",
+        "What the session lost, by reason",
+        drops,
+    ));
     metrics.push(sum(
         n::METRIC_SPANS_SENT,
         "{span}",
@@ -232,7 +247,12 @@ pub fn metrics_request(
         .iter()
         .map(|(r, v)| p.point(&[(n::DIM_DROP_REASON, r)], *v))
         .collect();
-    metrics.push(sum(n::METRIC_DROPPED, "{span}", "Spans not delivered", dropped));
+    metrics.push(sum(
+        n::METRIC_DROPPED,
+        "{span}",
+        "Spans not delivered",
+        dropped,
+    ));
     metrics.push(sum(
         n::METRIC_RETRIES,
         "{request}",

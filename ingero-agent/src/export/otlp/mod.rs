@@ -8,7 +8,7 @@
 //! - [`replay`]: `ingero export otlp --trace FILE|DIR`, the same spans from a recording (and
 //!   `--dry-run --json` to print them);
 //! - shared by both: [`span`] (a `query` row → a span), [`ids`], [`resource`], [`encode`],
-//!   [`metrics`], [`queue`] (bounded, drop-oldest), [`sender`] and [`transport`] (POST,
+//!   [`wire`] (the hot encoding), [`metrics`], [`queue`] (bounded, drop-oldest), [`sender`] and [`transport`] (POST,
 //!   retries), [`counters`], [`config`] (flags and `OTEL_*` variables), [`names`] (the
 //!   attribute contract, docs/fleet.md).
 
@@ -25,4 +25,4 @@ pub mod resource;
 pub mod sender;
 pub mod span;
 pub mod transport;
-
+pub mod wire;

@@ -14,7 +14,7 @@ use serde_json::Value as Json;
 use super::names as n;
 use super::resource::{HostFacts, HostResource, read_machine_id};
 use super::span::{
-    AttrValue, ProcessResource, SpanContext, SpanData, process_resource, span_of_row,
+    AttrKey, AttrValue, ProcessResource, SpanContext, SpanData, process_resource, span_of_row,
     traceparents,
 };
 use crate::analyze::aggregate::Needs;
@@ -53,7 +53,8 @@ pub fn groupings(group_by: &[String], requests: bool) -> Vec<GroupSpec> {
 /// The span annotations of the recording (read from the packets outside its chunks, as the
 /// first pass reads labels: cheap).
 fn span_annotations(an: &Analysis) -> Result<Vec<AnnotationRecord>> {
-    let mut reader = TraceReader::from_files(an.index.files.clone(), TimeRange::all()).skip_bundles();
+    let mut reader =
+        TraceReader::from_files(an.index.files.clone(), TimeRange::all()).skip_bundles();
     let mut rec = empty_record();
     let mut out = Vec::new();
     while reader.next_into(&mut rec)? {
@@ -79,10 +80,13 @@ fn finding_for<'f>(row: &GroupRow, findings: &'f [Finding]) -> Option<&'f Findin
     })
 }
 
-fn finding_attrs(f: &Finding) -> Vec<(String, AttrValue)> {
+fn finding_attrs(f: &Finding) -> Vec<(AttrKey, AttrValue)> {
     vec![
         (n::FINDING_KIND.into(), AttrValue::Str(f.kind.clone())),
-        (n::FINDING_SEVERITY.into(), AttrValue::Str(f.severity.label().into())),
+        (
+            n::FINDING_SEVERITY.into(),
+            AttrValue::Str(f.severity.label().into()),
+        ),
         (
             n::FINDING_IMPACT_NS.into(),
             AttrValue::Int(i64::try_from(f.impact_ns).unwrap_or(i64::MAX)),
@@ -156,12 +160,15 @@ pub fn spans(an: &Analysis, opts: &ReplayOptions) -> Result<Vec<SpanData>> {
 
 /// The host resource of a replay: the recording host's name and machine id (and its
 /// `/etc/machine-id` when replayed on that host); no clock bound (not recorded yet).
-pub fn host_resource(an: &Analysis, service_name: String, extra: Vec<(String, String)>) -> HostResource {
+pub fn host_resource(
+    an: &Analysis,
+    service_name: String,
+    extra: Vec<(String, String)>,
+) -> HostResource {
     let session = an.index.session.as_ref();
     let machine_id = session.map_or(0, |s| s.machine_id);
-    let host_id = read_machine_id().filter(|id| {
-        session.is_some() && ingero_trace::host::machine_id_from(id) == machine_id
-    });
+    let host_id = read_machine_id()
+        .filter(|id| session.is_some() && ingero_trace::host::machine_id_from(id) == machine_id);
     HostResource::new(&HostFacts {
         service_name,
         host_name: session.map_or_else(String::new, |s| s.info.host.clone()),

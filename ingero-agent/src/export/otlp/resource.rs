@@ -57,7 +57,10 @@ impl HostResource {
         if let Some(id) = &f.host_id {
             a.push((n::HOST_ID.into(), s(id)));
         }
-        a.push((n::MACHINE_ID.into(), AttrValue::Int(i64::from(f.machine_id))));
+        a.push((
+            n::MACHINE_ID.into(),
+            AttrValue::Int(i64::from(f.machine_id)),
+        ));
         if let Some(c) = f.clock {
             let us = |v: u64| AttrValue::Int(i64::try_from(v).unwrap_or(i64::MAX));
             a.push((n::CLOCK_MAXERROR_US.into(), us(c.maxerror_us)));
@@ -66,7 +69,10 @@ impl HostResource {
         }
         a.push((n::TELEMETRY_SDK_NAME.into(), s("ingero")));
         a.push((n::TELEMETRY_SDK_LANGUAGE.into(), s("rust")));
-        a.push((n::TELEMETRY_SDK_VERSION.into(), s(env!("CARGO_PKG_VERSION"))));
+        a.push((
+            n::TELEMETRY_SDK_VERSION.into(),
+            s(env!("CARGO_PKG_VERSION")),
+        ));
         for (k, v) in &f.extra {
             if !a.iter().any(|(have, _)| have == k) {
                 a.push((k.clone(), s(v)));

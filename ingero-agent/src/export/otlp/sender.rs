@@ -15,12 +15,13 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse
 use prost::Message;
 
 use super::counters::{DropReason, ExportCounters};
-use super::encode::{body, trace_request};
+use super::encode::{Gzip, body};
 use super::metrics::{MetricsSnapshot, metrics_request};
 use super::queue::Queue;
 use super::resource::HostResource;
 use super::span::SpanData;
 use super::transport::{Endpoint, Outcome, RetryPolicy, agent, post};
+use super::wire::trace_request_bytes;
 
 /// Spans per request at most.
 pub const MAX_BATCH: usize = 512;
@@ -78,6 +79,9 @@ impl Sender {
             grace: grace.clone(),
             failing_since: None,
             last_report: None,
+            gzip: Gzip::new(),
+            raw: Vec::new(),
+            zipped: Vec::new(),
         };
         let thread = std::thread::Builder::new()
             .name("ingero-otlp-send".into())
@@ -143,10 +147,11 @@ pub fn send_all(
         grace: Arc::default(),
         failing_since: None,
         last_report: None,
+        gzip: Gzip::new(),
+        raw: Vec::new(),
+        zipped: Vec::new(),
     };
-    counters
-        .spans_queued
-        .fetch_add(spans.len() as u64, Relaxed);
+    counters.spans_queued.fetch_add(spans.len() as u64, Relaxed);
     let mut spans = spans.into_iter().peekable();
     while spans.peek().is_some() {
         let batch: Vec<SpanData> = spans.by_ref().take(MAX_BATCH).collect();
@@ -165,18 +170,28 @@ struct Worker {
     grace: Arc<Mutex<Duration>>,
     failing_since: Option<Instant>,
     last_report: Option<Instant>,
+    gzip: Gzip,
+    /// The last request's protobuf bytes and body (their room reused).
+    raw: Vec<u8>,
+    zipped: Vec<u8>,
 }
 
 fn decode_traces(b: &[u8]) -> Option<(u64, String)> {
     let r = ExportTraceServiceResponse::decode(b).ok()?;
     let p = r.partial_success?;
-    Some((u64::try_from(p.rejected_spans).unwrap_or(0), p.error_message))
+    Some((
+        u64::try_from(p.rejected_spans).unwrap_or(0),
+        p.error_message,
+    ))
 }
 
 fn decode_metrics(b: &[u8]) -> Option<(u64, String)> {
     let r = ExportMetricsServiceResponse::decode(b).ok()?;
     let p = r.partial_success?;
-    Some((u64::try_from(p.rejected_data_points).unwrap_or(0), p.error_message))
+    Some((
+        u64::try_from(p.rejected_data_points).unwrap_or(0),
+        p.error_message,
+    ))
 }
 
 /// How one request ended.
@@ -201,7 +216,9 @@ impl Worker {
             if let Some(m) = batch.metrics {
                 self.send_metrics(&m);
             }
-            self.counters.sender_cpu_ns.store(super::counters::thread_cpu_ns(), Relaxed);
+            self.counters
+                .sender_cpu_ns
+                .store(super::counters::thread_cpu_ns(), Relaxed);
         }
     }
 
@@ -217,13 +234,26 @@ impl Worker {
         if let Ok(mut f) = self.in_flight.lock() {
             f.spans = n;
         }
-        let outcome = match body(&trace_request(&self.host, &spans), self.cfg.traces.gzip) {
-            Ok(b) => self.send(&self.cfg.traces.clone(), &b, decode_traces),
-            Err(e) => Sent::Failed {
-                reason: DropReason::Rejected,
-                why: format!("encoding: {e:#}"),
-            },
+        self.raw.clear();
+        trace_request_bytes(&self.host, &spans, &mut self.raw);
+        let (mut raw, mut zipped) = (
+            std::mem::take(&mut self.raw),
+            std::mem::take(&mut self.zipped),
+        );
+        let ep = self.cfg.traces.clone();
+        let outcome = if ep.gzip {
+            match self.gzip.compress_into(&raw, &mut zipped) {
+                Ok(()) => self.send(&ep, &zipped, decode_traces),
+                Err(e) => Sent::Failed {
+                    reason: DropReason::Rejected,
+                    why: format!("encoding: {e:#}"),
+                },
+            }
+        } else {
+            self.send(&ep, &raw, decode_traces)
         };
+        raw.clear();
+        (self.raw, self.zipped) = (raw, zipped);
         let Ok(mut f) = self.in_flight.lock() else {
             return;
         };
@@ -236,7 +266,8 @@ impl Worker {
                 let rejected = rejected.min(n);
                 self.counters.spans_sent.fetch_add(n - rejected, Relaxed);
                 if rejected > 0 {
-                    self.counters.drop_spans(DropReason::PartialSuccess, rejected);
+                    self.counters
+                        .drop_spans(DropReason::PartialSuccess, rejected);
                     self.counters.set_error(format!(
                         "the Collector rejected {rejected} of {n} spans: {message}"
                     ));
@@ -255,7 +286,8 @@ impl Worker {
             return;
         };
         let req = metrics_request(&self.host, m, &self.counters.snapshot());
-        let outcome = match body(&req, ep.gzip) {
+        let gzip = ep.gzip.then_some(&mut self.gzip);
+        let outcome = match body(&req, gzip) {
             Ok(b) => self.send(&ep, &b, decode_metrics),
             Err(e) => Sent::Failed {
                 reason: DropReason::Rejected,
@@ -343,9 +375,7 @@ impl Worker {
     fn note_failure(&mut self, why: &str) {
         self.counters.set_error(why.to_owned());
         self.failing_since.get_or_insert_with(Instant::now);
-        let due = self
-            .last_report
-            .is_none_or(|t| t.elapsed() >= REPORT_EVERY);
+        let due = self.last_report.is_none_or(|t| t.elapsed() >= REPORT_EVERY);
         if self.cfg.report && due {
             self.last_report = Some(Instant::now());
             let s = self.counters.snapshot();

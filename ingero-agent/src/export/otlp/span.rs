@@ -2,6 +2,7 @@
 //! definition of the numbers) into the span the live export and the replay both send, so
 //! the two cannot differ in how a row becomes a span.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -19,6 +20,9 @@ pub const STEP_KEY: &str = "step";
 pub const TRACEPARENT_KEY: &str = "traceparent";
 /// The label naming the job a process belongs to.
 pub const RUN_ID_KEY: &str = "run_id";
+
+/// An attribute's name: the contract's names are static; labels' are made.
+pub type AttrKey = Cow<'static, str>;
 
 /// An attribute value.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,7 +66,7 @@ pub struct SpanData {
     pub name: &'static str,
     pub start_unix_ns: u64,
     pub end_unix_ns: u64,
-    pub attributes: Vec<(String, AttrValue)>,
+    pub attributes: Vec<(AttrKey, AttrValue)>,
     /// `None`: a group of trace-wide labels merging processes (the host's resource only).
     pub process: Option<Arc<ProcessResource>>,
 }
@@ -157,7 +161,7 @@ pub fn span_of_row(
     keys: &[String],
     ctx: &SpanContext<'_>,
     process: Option<Arc<ProcessResource>>,
-    extra: Vec<(String, AttrValue)>,
+    extra: Vec<(AttrKey, AttrValue)>,
 ) -> SpanData {
     let is_step = keys.iter().any(|k| k == STEP_KEY);
     let is_request = !is_step && keys.iter().any(|k| k == REQUEST_KEY);
@@ -181,17 +185,23 @@ pub fn span_of_row(
     let values: Vec<&str> = keys.iter().map(|k| label(row, k)).collect();
     let span_id = ids::span_id(&trace_id, ctx.machine_id, row.pid, &values, row.start_ns);
 
-    let mut a: Vec<(String, AttrValue)> = Vec::with_capacity(32 + row.labels.len());
-    let mut put = |k: &str, v: AttrValue| a.push((k.to_owned(), v));
+    let mut a: Vec<(AttrKey, AttrValue)> = Vec::with_capacity(32 + row.labels.len());
     for (k, v) in &row.labels {
         let v = v.as_str().unwrap_or_default().to_owned();
-        put(&format!("{}{k}", n::LABEL_PREFIX), AttrValue::Str(v));
+        a.push((
+            Cow::Owned(format!("{}{k}", n::LABEL_PREFIX)),
+            AttrValue::Str(v),
+        ));
     }
+    let mut put = |k: &'static str, v: AttrValue| a.push((Cow::Borrowed(k), v));
     if is_step {
         put(n::STEP, AttrValue::Str(label(row, STEP_KEY).to_owned()));
     }
     if keys.iter().any(|k| k == REQUEST_KEY) {
-        put(n::REQUEST_ID, AttrValue::Str(label(row, REQUEST_KEY).to_owned()));
+        put(
+            n::REQUEST_ID,
+            AttrValue::Str(label(row, REQUEST_KEY).to_owned()),
+        );
     }
     let t = &row.totals;
     let int = AttrValue::int;

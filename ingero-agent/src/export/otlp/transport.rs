@@ -23,7 +23,10 @@ pub enum Outcome {
     /// Accepted; `rejected` items were refused inside it (`partial_success`).
     Accepted { rejected: u64, message: String },
     /// Try again, after `after` when the server said.
-    Retry { after: Option<Duration>, why: String },
+    Retry {
+        after: Option<Duration>,
+        why: String,
+    },
     /// Refused for good.
     Rejected { why: String },
 }
@@ -62,10 +65,7 @@ fn httpdate_to_system(v: &str) -> Option<SystemTime> {
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
     let m = months.iter().position(|x| *x == mon)? as u32 + 1;
-    let rfc3339 = format!(
-        "{year}-{m:02}-{:02}T{time}Z",
-        day.parse::<u32>().ok()?
-    );
+    let rfc3339 = format!("{year}-{m:02}-{:02}T{time}Z", day.parse::<u32>().ok()?);
     humantime::parse_rfc3339(&rfc3339).ok()
 }
 
@@ -224,9 +224,17 @@ mod tests {
             max: Duration::from_secs(1),
             deadline: Duration::from_secs(10),
         };
-        let waits: Vec<u64> = (1..=6).map(|a| p.wait(a, None).as_millis() as u64).collect();
+        let waits: Vec<u64> = (1..=6)
+            .map(|a| p.wait(a, None).as_millis() as u64)
+            .collect();
         assert_eq!(waits, [100, 200, 400, 800, 1000, 1000]);
-        assert_eq!(p.wait(1, Some(Duration::from_millis(700))), Duration::from_millis(700));
-        assert_eq!(p.wait(1, Some(Duration::from_secs(99))), Duration::from_secs(99));
+        assert_eq!(
+            p.wait(1, Some(Duration::from_millis(700))),
+            Duration::from_millis(700)
+        );
+        assert_eq!(
+            p.wait(1, Some(Duration::from_secs(99))),
+            Duration::from_secs(99)
+        );
     }
 }

@@ -23,10 +23,9 @@ use serde_json::Value as Json;
 use super::super::counters::ExportCounters;
 use super::super::names as n;
 use super::super::span::{
-    AttrValue, ProcessResource, SpanContext, SpanData, process_resource, span_of_row,
-    traceparents,
+    AttrValue, ProcessResource, SpanContext, SpanData, process_resource, span_of_row, traceparents,
 };
-use super::feed::FeedBatch;
+use super::feed::{FeedBatch, Records};
 use super::history::{HistRecord, History};
 use super::labels::LiveLabels;
 use crate::analyze::Analysis;
@@ -96,6 +95,8 @@ pub struct Engine {
     /// Groups sent: the end of the last span sent and its part number.
     sent: HashMap<GroupKey, (u64, u32)>,
     watermark: u64,
+    /// The watermark of the last fold: events starting before it came too late for it.
+    folded_to: u64,
     offset: Option<i128>,
     threads: HashMap<u32, Arc<str>>,
     process_names: HashMap<u32, String>,
@@ -130,6 +131,7 @@ impl Engine {
             pending: Vec::new(),
             sent: HashMap::new(),
             watermark: 0,
+            folded_to: 0,
             offset: None,
             threads: HashMap::new(),
             process_names: HashMap::new(),
@@ -165,8 +167,7 @@ impl Engine {
         if t.name.is_empty() {
             return;
         }
-        if self.process_names.len() >= MAX_PROCESSES && !self.process_names.contains_key(&t.pid)
-        {
+        if self.process_names.len() >= MAX_PROCESSES && !self.process_names.contains_key(&t.pid) {
             return;
         }
         let name = self.process_names.entry(t.pid).or_default();
@@ -176,8 +177,8 @@ impl Engine {
         }
     }
 
-    /// Takes in a batch.
-    pub fn apply(&mut self, b: FeedBatch) {
+    /// Takes in a batch; returns its emptied record buffer (to be reused).
+    pub fn apply(&mut self, mut b: FeedBatch) -> Records {
         if self.offset.is_none() {
             self.offset = b.realtime_offset;
         }
@@ -187,8 +188,14 @@ impl Engine {
             .iter()
             .map(|c| (c.record, c.duration_ns))
             .collect();
-        for (number, record) in b.records {
-            if record.ts_ns() < self.watermark {
+        for (number, record) in b.records.drain(..) {
+            // An event starting before what was already folded may belong to a group already
+            // sent (a span annotation arrives after its start by nature: not counted).
+            let event = matches!(
+                record,
+                TimelineRecord::Event(Event::Cuda(_) | Event::OffCpu(_))
+            );
+            if event && record.ts_ns() < self.folded_to {
                 self.counters.late_events.fetch_add(1, Relaxed);
             }
             match record {
@@ -239,6 +246,7 @@ impl Engine {
         self.counters
             .labels_evicted
             .store(self.labels.evicted, Relaxed);
+        b.records
     }
 
     /// Whether a fold has something to send: a pending interval the stream has passed.
@@ -285,13 +293,7 @@ impl Engine {
     /// Sends the groups that ended (see the module docs) through `out`.
     pub fn tick(&mut self, out: &mut dyn FnMut(SpanData)) {
         let w = self.watermark;
-        let Some(lo) = self
-            .pending
-            .iter()
-            .filter(|p| p.1 < w)
-            .map(|p| p.0)
-            .min()
-        else {
+        let Some(lo) = self.pending.iter().filter(|p| p.1 < w).map(|p| p.0).min() else {
             return;
         };
         let mut an = self.analysis(lo);
@@ -326,6 +328,7 @@ impl Engine {
             }
         }
         self.emit(&an, ready, out);
+        self.folded_to = w;
         self.pending.retain(|p| p.1 >= w);
         self.prune();
     }
@@ -345,7 +348,12 @@ impl Engine {
         (g, values, row.pid)
     }
 
-    fn emit(&mut self, an: &Analysis, ready: Vec<(usize, GroupRow, u32)>, out: &mut dyn FnMut(SpanData)) {
+    fn emit(
+        &mut self,
+        an: &Analysis,
+        ready: Vec<(usize, GroupRow, u32)>,
+        out: &mut dyn FnMut(SpanData),
+    ) {
         if ready.is_empty() {
             return;
         }
@@ -378,11 +386,11 @@ impl Engine {
                     .any(|(a, b)| *a <= row.end_ns && *b >= row.start_ns);
             let mut extra = Vec::new();
             if incomplete {
-                extra.push((n::INCOMPLETE.to_owned(), AttrValue::Bool(true)));
+                extra.push((n::INCOMPLETE.into(), AttrValue::Bool(true)));
                 self.counters.spans_incomplete.fetch_add(1, Relaxed);
             }
             if part > 1 {
-                extra.push((n::PART.to_owned(), AttrValue::Int(i64::from(part))));
+                extra.push((n::PART.into(), AttrValue::Int(i64::from(part))));
             }
             let span = span_of_row(&row, &self.specs[g].keys, &ctx, process, extra);
             sent.push((self.key_of(g, &row), (row.end_ns, part)));

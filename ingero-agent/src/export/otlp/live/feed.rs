@@ -6,8 +6,9 @@
 //! of the label states stays right.
 
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, Sender};
 
 use ingero_trace::model::{Event, TimelineRecord};
 use ingero_trace::write::Tap;
@@ -19,11 +20,19 @@ pub const MAX_EVENTS_IN_FLIGHT: usize = 262_144;
 /// Batches in flight at most (one per drain tick and per second; a stuck engine only).
 pub const MAX_BATCHES_IN_FLIGHT: usize = 4096;
 
+/// The records of a batch.
+pub type Records = Vec<(u64, TimelineRecord)>;
+
+/// Emptied record buffers the engine hands back, at most: a batch's buffer is a few hundred
+/// KiB, which the allocator maps fresh each time (page faults and zeroing on the drain loop)
+/// unless it is reused.
+pub const SPARE_BUFFERS: usize = 4;
+
 /// One hand-off.
 #[derive(Default)]
 pub struct FeedBatch {
     /// Each record with its [`ingero_trace::write::Recorder::records_written`] number.
-    pub records: Vec<(u64, TimelineRecord)>,
+    pub records: Records,
     pub tap: Tap,
     /// Every record starting at or before this was written (`u64::MAX`: all of them, the
     /// recording has ended).
@@ -39,10 +48,7 @@ pub struct FeedBatch {
 }
 
 fn is_event(r: &TimelineRecord) -> bool {
-    matches!(
-        r,
-        TimelineRecord::Event(Event::Cuda(_) | Event::OffCpu(_))
-    )
+    matches!(r, TimelineRecord::Event(Event::Cuda(_) | Event::OffCpu(_)))
 }
 
 /// The recording's end of the hand-off.
@@ -55,9 +61,20 @@ pub struct Feed {
     /// may be wrong from then on, so every later span is marked incomplete.
     pub(super) desynced: Arc<AtomicBool>,
     pub(super) counters: Arc<ExportCounters>,
+    /// Emptied buffers coming back from the engine.
+    pub(super) spare: Arc<Mutex<Receiver<Records>>>,
 }
 
 impl Feed {
+    /// An emptied buffer to fill next (with its room), or a new one.
+    pub fn buffer(&self) -> Records {
+        self.spare
+            .lock()
+            .ok()
+            .and_then(|r| r.try_recv().ok())
+            .unwrap_or_default()
+    }
+
     /// Hands `batch` over without waiting.
     pub fn send(&self, mut batch: FeedBatch) {
         batch.events = batch.records.iter().filter(|(_, r)| is_event(r)).count();

@@ -103,7 +103,9 @@ impl LiveExporter {
             counters.clone(),
         )?;
         let (tx, rx) = mpsc::channel();
+        let (spare_tx, spare_rx) = mpsc::sync_channel(feed::SPARE_BUFFERS);
         let feed = Feed {
+            spare: Arc::new(std::sync::Mutex::new(spare_rx)),
             tx,
             events_in_flight: Arc::new(AtomicUsize::new(0)),
             batches_in_flight: Arc::new(AtomicUsize::new(0)),
@@ -127,7 +129,9 @@ impl LiveExporter {
                     match rx.recv_timeout(TICK_EVERY) {
                         Ok(batch) => {
                             let (n, last) = (batch.events, batch.last);
-                            engine.apply(batch);
+                            let mut emptied = engine.apply(batch);
+                            emptied.clear();
+                            let _ = spare_tx.try_send(emptied);
                             events.fetch_sub(n, Relaxed);
                             batches.fetch_sub(1, Relaxed);
                             engine.desynced |= desynced.load(Relaxed);

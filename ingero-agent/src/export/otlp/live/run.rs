@@ -94,7 +94,12 @@ impl OtlpRun {
 
     /// Ends the export: the recording hands its last batch over, the engine sends its last
     /// spans, the sender gets the grace period; the counts are final from then on.
-    pub fn finish(&mut self, recording: &mut Recording, stats: &Stats, drops: Vec<(&'static str, u64)>) {
+    pub fn finish(
+        &mut self,
+        recording: &mut Recording,
+        stats: &Stats,
+        drops: Vec<(&'static str, u64)>,
+    ) {
         let Some(e) = self.exporter.take() else {
             return;
         };
