@@ -294,4 +294,37 @@ mod tests {
         // Without `--`, a word is not taken for a command.
         assert!(parse(&["python"]).is_err());
     }
+
+    #[test]
+    fn the_otlp_flag_needs_a_recording_and_makes_the_live_settings() {
+        let no_record = parse(&["--otlp-endpoint", "http://c:4318"]).expect("parses");
+        let err = no_record
+            .config()
+            .map(|_| ())
+            .expect_err("an error without --record");
+        assert!(format!("{err:#}").contains("--record"), "{err:#}");
+        let a = parse(&[
+            "-o",
+            "run.pftrace",
+            "--otlp-endpoint",
+            "http://c:4318",
+            "--otlp-group-by",
+            "step,phase",
+            "--otlp-horizon",
+            "5s",
+        ])
+        .expect("parses");
+        let s = a.config().expect("config").otlp.expect("export on");
+        assert_eq!(s.config.traces.url, "http://c:4318/v1/traces");
+        assert_eq!(s.engine.group_by, ["step", "phase"]);
+        assert_eq!(s.engine.horizon_ns, 5_000_000_000);
+        assert_eq!(s.shutdown_grace, Duration::from_secs(5), "the default");
+        let off = parse(&["-o", "run.pftrace"]).expect("parses");
+        // (No endpoint flag; the test's environment names none either.)
+        if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_none()
+            && std::env::var_os("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_none()
+        {
+            assert!(off.config().expect("config").otlp.is_none());
+        }
+    }
 }

@@ -271,3 +271,92 @@ pub fn metrics_request(
         }],
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::export::otlp::counters::ExportCounters;
+    use ingero_ebpf::CudaOp;
+    use ingero_trace::model::{CudaArgs, Event, TimelineRecord};
+    use ingero_trace::synth::{cuda, task};
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+
+    #[test]
+    fn histograms_count_every_call_and_dimensions_stay_bounded() {
+        let mut stats = Stats::default();
+        let t = task(7, 7, "python3");
+        let sync = CudaArgs::Sync {
+            stream: None,
+            event: None,
+        };
+        for (i, d) in [500u64, 1_500, 30_000, 2_000_000, 20_000_000_000]
+            .iter()
+            .enumerate()
+        {
+            if let TimelineRecord::Event(e @ Event::Cuda(_)) = cuda(
+                t,
+                1_000 + i as u64,
+                *d,
+                CudaOp::StreamSynchronize,
+                0,
+                sync.clone(),
+            ) {
+                stats.record(&e);
+            }
+        }
+        let m = MetricsSnapshot::of(&stats, vec![("ring_full_cuda", 3)], 1, 2);
+        let req = metrics_request(
+            &HostResource::default(),
+            &m,
+            &ExportCounters::default().snapshot(),
+        );
+        let metrics: Vec<&Metric> = req.resource_metrics[0].scope_metrics[0]
+            .metrics
+            .iter()
+            .collect();
+        let hist = metrics
+            .iter()
+            .find(|m| m.name == n::METRIC_CUDA_DURATION)
+            .and_then(|m| match &m.data {
+                Some(Data::Histogram(h)) => h.data_points.first().cloned(),
+                _ => None,
+            })
+            .expect("a histogram point");
+        assert_eq!(hist.count, 5);
+        assert_eq!(hist.bucket_counts.iter().sum::<u64>(), 5);
+        assert_eq!(hist.bucket_counts.len(), BOUNDS_NS.len() + 1);
+        assert_eq!(hist.bucket_counts[0], 1, "500 ns: under 1 µs");
+        assert_eq!(
+            *hist.bucket_counts.last().expect("overflow"),
+            1,
+            "20 s: over 10 s"
+        );
+        // Only bounded dimensions, whatever the workload.
+        let allowed = [n::DIM_OP, n::DIM_REASON, n::DIM_DROP_REASON, n::PROCESS_PID];
+        for metric in &metrics {
+            let keys: Vec<&str> = match &metric.data {
+                Some(Data::Sum(s)) => s
+                    .data_points
+                    .iter()
+                    .flat_map(|p| p.attributes.iter().map(|a| a.key.as_str()))
+                    .collect(),
+                Some(Data::Gauge(g)) => g
+                    .data_points
+                    .iter()
+                    .flat_map(|p| p.attributes.iter().map(|a| a.key.as_str()))
+                    .collect(),
+                Some(Data::Histogram(h)) => h
+                    .data_points
+                    .iter()
+                    .flat_map(|p| p.attributes.iter().map(|a| a.key.as_str()))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            assert!(
+                keys.iter().all(|k| allowed.contains(k)),
+                "{}: {keys:?}",
+                metric.name
+            );
+        }
+    }
+}

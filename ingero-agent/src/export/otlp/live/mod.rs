@@ -50,6 +50,9 @@ pub mod history;
 pub mod labels;
 pub mod run;
 
+#[cfg(test)]
+mod engine_tests;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc::{self, RecvTimeoutError};
