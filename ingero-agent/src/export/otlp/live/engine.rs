@@ -254,8 +254,9 @@ impl Engine {
         self.pending.iter().any(|p| p.1 < self.watermark)
     }
 
-    fn analysis(&self, lo: u64) -> Analysis {
-        let labels = self.labels.index();
+    /// An analysis of the labels that ended at `from` or later (all: 0).
+    fn analysis(&self, lo: u64, from: u64) -> Analysis {
+        let labels = self.labels.index_from(from);
         let end = if self.watermark == u64::MAX {
             u64::MAX
         } else {
@@ -296,10 +297,15 @@ impl Engine {
         let Some(lo) = self.pending.iter().filter(|p| p.1 < w).map(|p| p.0).min() else {
             return;
         };
-        let mut an = self.analysis(lo);
+        // The labels that end before `lo` cannot hold at any event or row start folded here:
+        // left out, the index (and `group_rows`, which lists every group it holds) stays as
+        // small as what ended since the last fold, however many requests the horizon keeps.
+        let an = self.analysis(lo, lo);
         let specs = self.specs.clone();
         let agg = run_held(&an.index, &an.selection, specs, self.history.from(lo));
         let mut ready: Vec<(usize, GroupRow, u32)> = Vec::new();
+        // Groups folded again on their own, from (fold from, selection start, part).
+        let mut again: Vec<(usize, GroupKey, u64, u64, u32)> = Vec::new();
         for (g, grouping) in agg.groupings.iter().enumerate() {
             for row in group_rows(&an, &agg.names, grouping) {
                 if row.end_ns >= w {
@@ -308,26 +314,32 @@ impl Engine {
                 let key = self.key_of(g, &row);
                 match self.sent.get(&key).copied() {
                     Some((end, _)) if end >= row.end_ns => {}
+                    // Held again after its span was sent: the later part on its own.
                     Some((end, part)) => {
-                        // Held again after its span was sent: the later part on its own.
-                        an.selection = everything(end.saturating_add(1));
-                        let rows = self.fold(&an, g, end.saturating_add(1));
-                        an.selection = everything(0);
-                        if let Some(r) = rows.into_iter().find(|r| self.key_of(g, r) == key) {
-                            ready.push((g, r, part + 1));
-                        }
+                        let from = end.saturating_add(1);
+                        again.push((g, key, from, from, part + 1));
                     }
-                    None if row.start_ns < lo => {
-                        let rows = self.fold(&an, g, row.start_ns);
-                        if let Some(r) = rows.into_iter().find(|r| self.key_of(g, r) == key) {
-                            ready.push((g, r, 1));
-                        }
-                    }
+                    // Began before this fold's start (its first piece ended at a rotation).
+                    None if row.start_ns < lo => again.push((g, key, row.start_ns, 0, 1)),
                     None => ready.push((g, row, 1)),
                 }
             }
         }
         self.emit(&an, ready, out);
+        if !again.is_empty() {
+            // With every label: these folds start before `lo`.
+            let mut full = self.analysis(0, 0);
+            let mut ready = Vec::new();
+            for (g, key, from, start, part) in again {
+                full.selection = everything(start);
+                let rows = self.fold(&full, g, from);
+                if let Some(r) = rows.into_iter().find(|r| self.key_of(g, r) == key) {
+                    ready.push((g, r, part));
+                }
+            }
+            full.selection = everything(0);
+            self.emit(&full, ready, out);
+        }
         self.folded_to = w;
         self.pending.retain(|p| p.1 >= w);
         self.prune();

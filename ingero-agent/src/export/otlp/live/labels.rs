@@ -58,14 +58,25 @@ impl LiveLabels {
     /// The index `query`'s first pass would build from these labels (open states end at
     /// `u64::MAX`).
     pub fn index(&self) -> LabelIndex {
+        self.index_from(0)
+    }
+
+    /// [`Self::index`] of the labels that end at `from` or later (the others cannot hold
+    /// at any instant from `from` on).
+    pub fn index_from(&self, from: u64) -> LabelIndex {
         let mut ix = LabelIndex::default();
-        for s in self.closed.iter().cloned().chain(self.states.open()) {
+        let closed = self.closed.iter().filter(|s| s.end_ns >= from).cloned();
+        for s in closed.chain(self.states.open()) {
             ix.add_state(&s);
         }
-        for a in &self.spans {
+        for a in self
+            .spans
+            .iter()
+            .filter(|a| a.end_ns.unwrap_or(a.ts_ns) >= from)
+        {
             ix.add_span(a);
         }
-        for n in &self.nvtx {
+        for n in self.nvtx.iter().filter(|n| n.end_ns >= from) {
             ix.add_nvtx(n);
         }
         ix.seal();
