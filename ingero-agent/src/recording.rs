@@ -25,6 +25,9 @@ use crate::timeline::merger::{Merger, MergerConfig};
 
 /// A batch with nothing new but the watermark goes at most this often.
 const IDLE_HAND_OFF: Duration = Duration::from_millis(200);
+/// Records per hand-off at most: a batch's buffer then stays in the cache while the drain
+/// loop fills it (a release at a million events per second writes 100,000 records, 18 MB).
+const HAND_OFF_RECORDS: usize = 512;
 
 /// What the live export is handed.
 struct ExportFeed {
@@ -32,6 +35,8 @@ struct ExportFeed {
     records: Vec<(u64, TimelineRecord)>,
     tap: Tap,
     last_sent: Instant,
+    /// The last watermark handed over (a full buffer goes with it before the release ends).
+    watermark: u64,
 }
 
 /// The recording half of a trace session.
@@ -63,6 +68,7 @@ impl Recording {
             records: Vec::new(),
             tap: Tap::default(),
             last_sent: Instant::now(),
+            watermark: 0,
         });
     }
 
@@ -114,6 +120,10 @@ impl Recording {
         self.write(&record);
         if let (Some(x), Some(r)) = (self.export.as_mut(), self.recorder.as_ref()) {
             x.records.push((r.records_written(), record));
+            if x.records.len() >= HAND_OFF_RECORDS {
+                let watermark = x.watermark;
+                self.hand_off(watermark, false);
+            }
         }
     }
 
@@ -134,11 +144,12 @@ impl Recording {
             return;
         }
         x.last_sent = Instant::now();
+        x.watermark = x.watermark.max(watermark);
         let next = x.feed.buffer();
         x.feed.send(FeedBatch {
             records: std::mem::replace(&mut x.records, next),
             tap: std::mem::take(&mut x.tap),
-            watermark,
+            watermark: x.watermark,
             realtime_offset: self
                 .recorder
                 .as_ref()

@@ -19,14 +19,15 @@ use super::super::counters::ExportCounters;
 pub const MAX_EVENTS_IN_FLIGHT: usize = 262_144;
 /// Batches in flight at most (one per drain tick and per second; a stuck engine only).
 pub const MAX_BATCHES_IN_FLIGHT: usize = 4096;
+// (Batches hold at most 512 records, `recording::HAND_OFF_RECORDS`: the event bound above
+// is the tighter one.)
 
 /// The records of a batch.
 pub type Records = Vec<(u64, TimelineRecord)>;
 
-/// Emptied record buffers the engine hands back, at most: a batch's buffer is a few hundred
-/// KiB, which the allocator maps fresh each time (page faults and zeroing on the drain loop)
-/// unless it is reused.
-pub const SPARE_BUFFERS: usize = 4;
+/// Emptied record buffers the engine hands back, at most: reused, a buffer is neither grown
+/// record by record nor its memory faulted in and zeroed again on the drain loop.
+pub const SPARE_BUFFERS: usize = 64;
 
 /// One hand-off.
 #[derive(Default)]
@@ -72,7 +73,7 @@ impl Feed {
             .lock()
             .ok()
             .and_then(|r| r.try_recv().ok())
-            .unwrap_or_default()
+            .unwrap_or_else(|| Vec::with_capacity(512))
     }
 
     /// Hands `batch` over without waiting.
