@@ -7,8 +7,8 @@
 //!
 //! With the live OTLP export, each record written is then moved (not dropped) into a batch
 //! with what the writer's tap logged, handed to the exporter on each release
-//! (`export::otlp::live::feed`): the drain loop does a `Vec` push per record and a channel
-//! send per release, nothing more.
+//! (`export::otlp::live::feed`) every 512 records and on each release: the drain loop does a
+//! `Vec` push per record and a channel send per batch, nothing more.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

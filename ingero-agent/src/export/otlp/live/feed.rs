@@ -17,7 +17,8 @@ use super::super::counters::ExportCounters;
 
 /// Events handed over and not yet taken in by the engine, at most.
 pub const MAX_EVENTS_IN_FLIGHT: usize = 262_144;
-/// Batches in flight at most (one per drain tick and per second; a stuck engine only).
+/// Batches in flight at most (one per 512 records and per release; reached by a stuck engine
+/// only).
 pub const MAX_BATCHES_IN_FLIGHT: usize = 4096;
 // (Batches hold at most 512 records, `recording::HAND_OFF_RECORDS`: the event bound above
 // is the tighter one.)

@@ -13,7 +13,8 @@
 //!    and end as the file states them, late changes at the stream time, exits and rotations
 //!    included; slices shortened to nest) and the watermark up to which everything has been
 //!    written. The batch goes over a channel: the drain loop's cost is a `Vec` push per
-//!    record and a channel send per drain tick ([`feed`]).
+//!    record and a channel send per 512 records, whose buffers come back to be reused
+//!    ([`feed`]).
 //! 2. On its own thread, the engine keeps the recent past in the reader's form (a bounded
 //!    [`history`] of `CudaCallRecord`s and `OffCpuRecord`s, built by the same
 //!    `CudaCallRecord::written` the writer's round-trip test holds the reader to) and the
