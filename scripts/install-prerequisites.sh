@@ -5,7 +5,7 @@
 set -euo pipefail
 
 BPF_LINKER_VERSION=0.13.0
-PY_PACKAGES=(pytest "perfetto==0.59.1" "nvidia-cuda-runtime-cu12==12.9.79" "jsonschema==4.26.0" "nvtx==0.2.16")
+PY_PACKAGES=(pytest "perfetto==0.59.1" "nvidia-cuda-runtime-cu12==12.9.79" "jsonschema==4.26.0" "nvtx==0.2.16" "opentelemetry-proto==1.45.2")
 
 need_apt=()
 for pkg in rustc-web cargo-web rust-web-src llvm-22-dev libpolly-22-dev libzstd-dev gcc libc6-dev; do

@@ -28,6 +28,7 @@ use ingero_trace::model::{
 
 use crate::{
     decode::{self, DecodeError, NameFact, NameWhat},
+    export::otlp::live::run::OtlpRun,
     graphs::Graphs,
     kernels::{KernelNameLimits, KernelNames},
     live::Stats,
@@ -47,6 +48,8 @@ pub struct Pipeline {
     pub output_error: Option<io::Error>,
     /// With `--record`: the reorder window and the trace file.
     pub recording: Option<Recording>,
+    /// With `--otlp-endpoint`: the live export (fed by the recording).
+    pub otlp: Option<OtlpRun>,
     /// Kernel names per process and handle.
     pub kernels: KernelNames,
     /// Captures and executable graphs per process.
@@ -72,6 +75,7 @@ impl Pipeline {
             decode_errors: BTreeMap::new(),
             output_error: None,
             recording: None,
+            otlp: None,
             kernels: KernelNames::new(KernelNameLimits::default()),
             graphs: Graphs::default(),
             names: None,

@@ -4,16 +4,40 @@
 //! The drain loop pushes everything it decodes; each tick releases what the window lets go and
 //! flushes the file, so memory stays bounded by the window and the file is at most a second
 //! behind. A write error stops recording (and is reported once) but never the tracing itself.
+//!
+//! With the live OTLP export, each record written is then moved (not dropped) into a batch
+//! with what the writer's tap logged, handed to the exporter on each release
+//! (`export::otlp::live::feed`) every 512 records and on each release: the drain loop does a
+//! `Vec` push per record and a channel send per batch, nothing more.
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
 use ingero_trace::clock::monotonic_now_ns;
 use ingero_trace::model::{AnnotationRecord, Event, FinalStats, NvtxRecord, TimelineRecord};
-use ingero_trace::write::{Recorder, RecorderConfig};
+use ingero_trace::write::{Recorder, RecorderConfig, Tap};
 
+use crate::export::otlp::live::engine::SessionFacts;
+use crate::export::otlp::live::feed::{Feed, FeedBatch};
 use crate::timeline::merger::{Merger, MergerConfig};
+
+/// A batch with nothing new but the watermark goes at most this often.
+const IDLE_HAND_OFF: Duration = Duration::from_millis(200);
+/// Records per hand-off at most: a batch's buffer then stays in the cache while the drain
+/// loop fills it (a release at a million events per second writes 100,000 records, 18 MB).
+const HAND_OFF_RECORDS: usize = 512;
+
+/// What the live export is handed.
+struct ExportFeed {
+    feed: Feed,
+    records: Vec<(u64, TimelineRecord)>,
+    tap: Tap,
+    last_sent: Instant,
+    /// The last watermark handed over (a full buffer goes with it before the release ends).
+    watermark: u64,
+}
 
 /// The recording half of a trace session.
 pub struct Recording {
@@ -21,6 +45,7 @@ pub struct Recording {
     recorder: Option<Recorder>,
     /// The first write error; recording stops there.
     pub error: Option<anyhow::Error>,
+    export: Option<ExportFeed>,
 }
 
 impl Recording {
@@ -29,7 +54,39 @@ impl Recording {
             merger: Merger::new(merger),
             recorder: Some(Recorder::create(recorder)?),
             error: None,
+            export: None,
         })
+    }
+
+    /// Hands every record written from now on, with the writer's tap, to the live export.
+    pub fn export_to(&mut self, feed: Feed) {
+        if let Some(r) = self.recorder.as_mut() {
+            r.enable_tap();
+        }
+        self.export = Some(ExportFeed {
+            feed,
+            records: Vec::new(),
+            tap: Tap::default(),
+            last_sent: Instant::now(),
+            watermark: 0,
+        });
+    }
+
+    /// What the exported spans say of the recording: its machine id, session start and file.
+    pub fn facts(&self) -> SessionFacts {
+        let r = self.recorder.as_ref();
+        SessionFacts {
+            machine_id: r.map_or(0, Recorder::machine_id),
+            machine_name: r.map_or_else(String::new, |r| r.machine_name().to_owned()),
+            session_start_realtime_ns: r.map_or(0, Recorder::started_realtime_ns),
+            recording: r.map(|r| {
+                let p = r.current_path();
+                std::fs::canonicalize(p)
+                    .unwrap_or_else(|_| p.to_path_buf())
+                    .display()
+                    .to_string()
+            }),
+        }
     }
 
     /// The file being written.
@@ -59,6 +116,70 @@ impl Recording {
         }
     }
 
+    /// Writes a record, then keeps it for the live export (when on).
+    fn put(&mut self, record: TimelineRecord) {
+        self.write(&record);
+        if let (Some(x), Some(r)) = (self.export.as_mut(), self.recorder.as_ref()) {
+            x.records.push((r.records_written(), record));
+            if x.records.len() >= HAND_OFF_RECORDS {
+                let watermark = x.watermark;
+                self.hand_off(watermark, false);
+            }
+        }
+    }
+
+    /// Hands what was written since the last call to the live export; `watermark`: every
+    /// record starting at or before it has been written.
+    fn hand_off(&mut self, watermark: u64, last: bool) {
+        let Some(x) = self.export.as_mut() else {
+            return;
+        };
+        if let Some(r) = self.recorder.as_mut() {
+            r.take_tap(&mut x.tap);
+        }
+        if !last
+            && x.records.is_empty()
+            && x.tap.is_empty()
+            && x.last_sent.elapsed() < IDLE_HAND_OFF
+        {
+            return;
+        }
+        x.last_sent = Instant::now();
+        x.watermark = x.watermark.max(watermark);
+        let next = x.feed.buffer();
+        x.feed.send(FeedBatch {
+            records: std::mem::replace(&mut x.records, next),
+            tap: std::mem::take(&mut x.tap),
+            watermark: x.watermark,
+            realtime_offset: self
+                .recorder
+                .as_ref()
+                .and_then(Recorder::first_realtime_offset),
+            last,
+            ..FeedBatch::default()
+        });
+    }
+
+    /// The live export's end: writes what the window still holds, ends every open slice and
+    /// label state (as finishing does), and hands the last batch over. Records pushed after
+    /// this are still recorded, not exported.
+    pub fn end_for_export(&mut self) {
+        if self.export.is_none() {
+            return;
+        }
+        let pending: Vec<TimelineRecord> = self.merger.drain().map(|r| r.record).collect();
+        for record in pending {
+            self.put(record);
+        }
+        if let Some(r) = self.recorder.as_mut() {
+            if let Err(e) = r.end_all() {
+                self.fail(e);
+            }
+        }
+        self.hand_off(u64::MAX, true);
+        self.export = None;
+    }
+
     fn write(&mut self, record: &TimelineRecord) {
         let Some(recorder) = self.recorder.as_mut() else {
             return;
@@ -80,7 +201,11 @@ impl Recording {
     pub fn release(&mut self) {
         let now = monotonic_now_ns();
         while let Some(released) = self.merger.pop_ready(now) {
-            self.write(&released.record);
+            self.put(released.record);
+        }
+        if self.export.is_some() {
+            let window = u64::try_from(self.merger.config().window.as_nanos()).unwrap_or(u64::MAX);
+            self.hand_off(now.saturating_sub(window), false);
         }
     }
 

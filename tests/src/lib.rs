@@ -5,6 +5,11 @@
 //! they need: it builds the agent, fetches libcudart from the `nvidia-cuda-runtime-cu12` and
 //! `nvidia-cuda-runtime` (13) wheels and libcuda from Debian's `libcuda1` package, and sets
 //! `INGERO_BIN`, `INGERO_CUDART`, `INGERO_CUDART13` and `INGERO_LIBCUDA`.
+//!
+//! [`otlp`] is an in-process OTLP/HTTP receiver with fault injection, for these tests and
+//! the agent's own export tests.
+
+pub mod otlp;
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -210,7 +215,12 @@ impl Agent {
     }
 
     /// Sends SIGINT, waits for a clean exit, and returns every JSON line it printed.
-    pub fn stop(mut self) -> Result<Vec<Value>> {
+    pub fn stop(self) -> Result<Vec<Value>> {
+        self.stop_with_stderr().map(|(lines, _)| lines)
+    }
+
+    /// [`Agent::stop`], also returning everything it wrote on stderr.
+    pub fn stop_with_stderr(mut self) -> Result<(Vec<Value>, String)> {
         // SAFETY: kill(2) on our own child's pid.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -236,7 +246,7 @@ impl Agent {
         while let Ok(line) = self.stdout.try_recv() {
             events.push(serde_json::from_str(&line).with_context(|| format!("not JSON: {line}"))?);
         }
-        Ok(events)
+        Ok((events, self.stderr()))
     }
 }
 

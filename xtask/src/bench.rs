@@ -1,4 +1,4 @@
-//! `cargo xtask bench probes|annotate|record|analyze|nvtx|window`: benchmarks whose numbers go
+//! `cargo xtask bench probes|annotate|record|analyze|nvtx|window|otlp`: benchmarks whose numbers go
 //! into docs/benchmarks*.md. Each reports ratios against a baseline measured in the same run, never a
 //! pass/fail on absolute time.
 
@@ -6,6 +6,7 @@ mod analyze;
 mod annotate;
 mod drain;
 mod nvtx;
+mod otlp;
 mod probes;
 mod record;
 mod window;
@@ -29,6 +30,9 @@ pub enum Suite {
     /// A 1 % time window of a multi-GB recording against the full scan, and the first pass per
     /// GB of labels at two recording lengths.
     Window,
+    /// The OTLP export: CPU and bytes per exported span, the drain path with export on vs
+    /// off, the live engine's CPU per event.
+    Otlp,
 }
 
 #[derive(Args)]
@@ -70,6 +74,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         }
         Suite::Window => {
             println!("{}", window::run(args.size_gb)?);
+            Ok(())
+        }
+        Suite::Otlp => {
+            println!("{}", otlp::run()?);
             Ok(())
         }
     }

@@ -130,6 +130,7 @@ fn python_tests(bin: &std::path::Path, cudart: &std::path::Path) -> Result<()> {
         "ingero-annotate/python/tests",
         "tests/perfetto",
         "tests/explain",
+        "tests/otlp",
     ]
     .iter()
     .map(|p| root.join(p))

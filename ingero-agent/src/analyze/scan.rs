@@ -61,6 +61,42 @@ pub fn run(
     Ok(scan.finish())
 }
 
+/// A record held in memory rather than read from a file (the live exporter's history).
+#[derive(Clone, Copy)]
+pub enum Held<'r> {
+    Cuda(&'r CudaCallRecord),
+    OffCpu(&'r OffCpuRecord),
+}
+
+/// [`run`] for what `query --group-by` needs (label groups only), over records already in
+/// memory instead of the indexed files, in the order given: the live OTLP exporter folds
+/// its history through the very code `query` folds a recording with.
+pub fn run_held<'r>(
+    ix: &TraceIndex,
+    sel: &Selection,
+    groupings: Vec<GroupSpec>,
+    records: impl IntoIterator<Item = Held<'r>>,
+) -> Aggregate {
+    let needs = Needs {
+        ops: false,
+        total: false,
+        processes: false,
+        kernels: false,
+    };
+    let groupings = groupings
+        .into_iter()
+        .map(|spec| Grouping::new(spec, &ix.labels))
+        .collect();
+    let mut scan = Scan::new(ix, sel, groupings, needs);
+    for r in records {
+        match r {
+            Held::Cuda(c) => scan.cuda::<false, true, false>(c),
+            Held::OffCpu(o) => scan.off_cpu(o),
+        }
+    }
+    scan.finish()
+}
+
 /// The pass itself, compiled once per combination of what is needed.
 fn scan_all<const OPS: bool, const GROUPED: bool, const PROCS: bool>(
     reader: &mut TraceReader,

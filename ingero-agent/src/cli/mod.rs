@@ -4,6 +4,7 @@ mod annotate;
 mod check;
 mod explain;
 mod export;
+mod otlp;
 mod query;
 mod run;
 mod trace;
@@ -45,8 +46,9 @@ enum Command {
     /// Explain a recording: findings (tail latency, slow steps, leaks, contention, errors)
     /// with evidence, root cause and fixes; or rank requests (--by-request).
     Explain(explain::ExplainArgs),
-    /// Write recordings in other tools' forms: `export perfetto` bundles several hosts'
-    /// recordings into one multi-machine Perfetto trace.
+    /// Send or write a recording elsewhere: `export otlp` replays its step and request spans
+    /// to an OpenTelemetry Collector, `export perfetto` bundles several hosts' recordings into
+    /// one multi-machine Perfetto trace. No root needed.
     Export(export::ExportArgs),
 }
 

@@ -5,17 +5,19 @@
 
 use std::{ffi::OsString, path::PathBuf, process::ExitCode, time::Duration};
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use clap::Args;
 
 use ingero_annotate::socket_path::nvtx_agent_socket_path;
 use ingero_trace::model::SessionInfo;
 use ingero_trace::write::RecorderConfig;
 
+use super::otlp::OtlpArgs;
 use super::run::NvtxFlags;
 use crate::{
     annotate::IngestConfig,
     daemon::{self, CommandConfig, DaemonConfig, RecordConfig},
+    export::otlp::live::{engine::EngineConfig, run::LiveSettings},
     launch::{nvtx_env_here, user::invoking_user},
     timeline::merger::MergerConfig,
 };
@@ -46,6 +48,10 @@ pub struct TraceArgs {
     pub record: RecordFlags,
     #[command(flatten)]
     pub nvtx: NvtxFlags,
+    #[command(flatten)]
+    pub otlp: OtlpArgs,
+    #[command(flatten)]
+    pub otlp_live: OtlpLiveFlags,
     /// Run this command once the probes are attached (as the user who ran sudo, with NVTX
     /// capture on), trace it and its descendants, and stop when it exits; ingero exits with
     /// its code. Ctrl-C goes to the command.
@@ -134,6 +140,62 @@ impl RecordFlags {
     }
 }
 
+/// Flags of the live OTLP export only `ingero trace` has.
+#[derive(Args, Debug)]
+pub struct OtlpLiveFlags {
+    /// Bytes of recent events the live export keeps to fold each group when it ends (the
+    /// oldest go first; a group older than what is kept is sent marked incomplete).
+    #[arg(long, value_name = "BYTES", default_value_t = 128 << 20)]
+    pub otlp_history_size: usize,
+    /// How long the live export keeps events for span annotations still to arrive (a span is
+    /// sent when it ends): a request or step span up to this long is exported exactly.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "30s", value_name = "DURATION")]
+    pub otlp_horizon: Duration,
+    /// How often metrics are sent.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s", value_name = "DURATION")]
+    pub otlp_metrics_interval: Duration,
+    /// How long the end of tracing waits for the Collector to take what is queued (then
+    /// the rest is counted as dropped).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s", value_name = "DURATION")]
+    pub otlp_shutdown_timeout: Duration,
+}
+
+impl TraceArgs {
+    /// The live export's settings: `None` without an endpoint. The flag without `--record`
+    /// is an error (the spans are what the recording writes); an endpoint from the
+    /// environment alone is then said and left unused, so a variable meant for other
+    /// programs never stops tracing.
+    fn otlp_settings(&self) -> Result<Option<LiveSettings>> {
+        let Some(config) = self.otlp.config()? else {
+            return Ok(None);
+        };
+        if !self.record.enabled() {
+            if self.otlp.otlp_endpoint.is_some() {
+                bail!(
+                    "--otlp-endpoint needs --record (or -o FILE): the spans are computed from what the recording writes"
+                );
+            }
+            eprintln!(
+                "ingero: not exporting to {} (from the environment): OTLP export needs --record",
+                config.traces.url
+            );
+            return Ok(None);
+        }
+        let f = &self.otlp_live;
+        Ok(Some(LiveSettings {
+            engine: EngineConfig {
+                group_by: config.group_by.clone(),
+                requests: true,
+                horizon_ns: u64::try_from(f.otlp_horizon.as_nanos()).unwrap_or(u64::MAX),
+                history_bytes: f.otlp_history_size,
+            },
+            config,
+            shutdown_grace: f.otlp_shutdown_timeout,
+            metrics_every: f.otlp_metrics_interval,
+        }))
+    }
+}
+
 /// Annotation ingest flags of `ingero trace`.
 #[derive(Args, Debug)]
 pub struct AnnotateFlags {
@@ -172,8 +234,8 @@ impl AnnotateFlags {
 
 impl TraceArgs {
     /// What the daemon is to do.
-    pub fn config(&self) -> DaemonConfig {
-        DaemonConfig {
+    pub fn config(&self) -> Result<DaemonConfig> {
+        Ok(DaemonConfig {
             pids: self.pid.clone(),
             cuda_libs: self.cuda_lib.clone(),
             duration: self.duration,
@@ -184,7 +246,8 @@ impl TraceArgs {
             top_kernels: self.top_kernels,
             command: None,
             nvtx_allowed_uid: None,
-        }
+            otlp: self.otlp_settings()?,
+        })
     }
 
     /// The command to run, when one follows `--`: as the invoking user, with the NVTX
@@ -215,7 +278,7 @@ impl TraceArgs {
 }
 
 pub fn run(args: TraceArgs) -> Result<ExitCode> {
-    let mut config = args.config();
+    let mut config = args.config()?;
     config.command = args.command_config()?;
     // The command's injection library connects to the NVTX socket as the command's user.
     config.nvtx_allowed_uid = config
@@ -286,5 +349,38 @@ mod tests {
             parse(&["--machine-id", "0"]).is_err(),
             "0 means this host to Perfetto"
         );
+    }
+
+    #[test]
+    fn the_otlp_flag_needs_a_recording_and_makes_the_live_settings() {
+        let no_record = parse(&["--otlp-endpoint", "http://c:4318"]).expect("parses");
+        let err = no_record
+            .config()
+            .map(|_| ())
+            .expect_err("an error without --record");
+        assert!(format!("{err:#}").contains("--record"), "{err:#}");
+        let a = parse(&[
+            "-o",
+            "run.pftrace",
+            "--otlp-endpoint",
+            "http://c:4318",
+            "--otlp-group-by",
+            "step,phase",
+            "--otlp-horizon",
+            "5s",
+        ])
+        .expect("parses");
+        let s = a.config().expect("config").otlp.expect("export on");
+        assert_eq!(s.config.traces.url, "http://c:4318/v1/traces");
+        assert_eq!(s.engine.group_by, ["step", "phase"]);
+        assert_eq!(s.engine.horizon_ns, 5_000_000_000);
+        assert_eq!(s.shutdown_grace, Duration::from_secs(5), "the default");
+        let off = parse(&["-o", "run.pftrace"]).expect("parses");
+        // (No endpoint flag; the test's environment names none either.)
+        if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_none()
+            && std::env::var_os("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_none()
+        {
+            assert!(off.config().expect("config").otlp.is_none());
+        }
     }
 }

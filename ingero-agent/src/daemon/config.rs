@@ -8,6 +8,7 @@ use std::time::Duration;
 use ingero_trace::write::RecorderConfig;
 
 use crate::annotate::IngestConfig;
+use crate::export::otlp::live::run::LiveSettings;
 use crate::timeline::merger::MergerConfig;
 
 /// Everything one tracing session needs to know before it starts.
@@ -38,6 +39,8 @@ pub struct DaemonConfig {
     /// the user `trace -- CMD` runs the command as, so that its injection library can stream
     /// to an agent running under sudo. The NVTX server decides with [`nvtx_peer_allowed`].
     pub nvtx_allowed_uid: Option<u32>,
+    /// Export spans and metrics live to an OpenTelemetry Collector (needs `record`).
+    pub otlp: Option<LiveSettings>,
 }
 
 /// Whether a process of `peer_uid` may connect to the NVTX socket of an agent running as

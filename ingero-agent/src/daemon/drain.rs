@@ -108,6 +108,12 @@ fn each_second(d: &mut Daemon, stats_ticks: u64, last_rescan: &mut Instant) -> b
     if let Some(recording) = d.pipeline.recording.as_mut() {
         recording.tick(lost);
     }
+    if d.pipeline.otlp.is_some() {
+        let drops = drops(&d.pipeline, &d.probes, d.ingest.as_ref());
+        if let Some(o) = d.pipeline.otlp.as_mut() {
+            o.each_second(&d.pipeline.stats, drops);
+        }
+    }
     if d.live_table {
         let text = render(&d.pipeline, &d.probes, d.ingest.as_ref());
         print!("\x1b[H\x1b[2J{text}");

@@ -75,6 +75,9 @@ pub(super) fn drops(
     if let Some(server) = ingest {
         drops.push(("annotations_dropped", server.counters().dropped));
     }
+    if let Some(o) = &pipeline.otlp {
+        drops.extend(o.snapshot().drops());
+    }
     if let Some(c) = pipeline.nvtx.as_ref().map(|c| c.snapshot()) {
         drops.push(("nvtx_library_dropped", c.library_dropped));
         drops.push(("nvtx_queue_full", c.queue_full));
@@ -147,6 +150,8 @@ pub(super) fn stats_json(
         },
         "drops": drops,
         "annotations": ingest.map(|s| serde_json::to_value(s.counters()).unwrap_or_default()),
+        // With --otlp-endpoint: what the live export sent and lost (its losses are in drops).
+        "otlp": pipeline.otlp.as_ref().map(|o| o.snapshot().json(o.endpoint())),
         // With NVTX capture on: what the uprobe fallback produced (its losses are in drops).
         "nvtx_fallback": pipeline.nvtx.as_ref().map(|_| {
             let f = pipeline.nvtx_fallback.counters;
@@ -177,6 +182,9 @@ pub(super) fn render(
             line.push_str(&format!(" (rejected: {})", reasons.join(", ")));
         }
         extra.push(line);
+    }
+    if let Some(o) = &pipeline.otlp {
+        extra.push(o.summary());
     }
     table::render(
         &pipeline.stats,

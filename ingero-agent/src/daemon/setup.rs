@@ -6,6 +6,7 @@ use std::io::{IsTerminal, Write};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
+use crate::export::otlp::live::run::OtlpRun;
 use anyhow::{Context, Result};
 use aya::maps::{MapData, RingBuf};
 use tokio::io::{Interest, unix::AsyncFd};
@@ -68,6 +69,7 @@ impl Daemon {
             top_kernels,
             command: command_config,
             nvtx_allowed_uid,
+            otlp,
         } = config;
         // First, so a bad size is refused before anything is looked for or attached.
         let ringbuf_size = validate_ringbuf_size(ringbuf_size)?;
@@ -153,6 +155,9 @@ impl Daemon {
         });
         let mut pipeline = Pipeline::new(json_out);
         pipeline.recording = start_recording(record, targets, attached.probe_names())?;
+        if let (Some(settings), Some(recording)) = (otlp, pipeline.recording.as_mut()) {
+            pipeline.otlp = Some(OtlpRun::start(settings, recording)?);
+        }
         pipeline.set_names_ring(rings.names);
         pipeline.stats.top_kernels = top_kernels;
         pipeline.nvtx = nvtx.as_ref().map(NvtxServer::shared_counters);

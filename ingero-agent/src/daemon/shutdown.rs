@@ -10,7 +10,7 @@ use anyhow::Result;
 
 use super::annotations::handle_annotation;
 use super::drain::drain;
-use super::report::{final_stats, render, stats_json};
+use super::report::{drops, final_stats, render, stats_json};
 use super::setup::Daemon;
 use super::signals::Signals;
 
@@ -53,6 +53,17 @@ pub(super) async fn finish(daemon: Daemon, signals: Signals) -> Result<ExitCode>
     if let Some(rx) = nvtx_ranges.as_mut() {
         while let Ok(range) = rx.try_recv() {
             pipeline.write_nvtx(range);
+        }
+    }
+    // The live export ends before anything reports: its last spans need the recording's
+    // last label states, and its final counts belong in the statistics.
+    if pipeline.otlp.is_some() {
+        let drops = drops(&pipeline, &probes, ingest.as_ref());
+        if let (Some(o), Some(r)) = (pipeline.otlp.as_mut(), pipeline.recording.as_mut()) {
+            o.finish(r, &pipeline.stats, drops);
+        }
+        if let Some(o) = &pipeline.otlp {
+            eprintln!("ingero: {}", o.summary());
         }
     }
     let summary = render(&pipeline, &probes, ingest.as_ref());

@@ -45,6 +45,21 @@ impl OpStats {
         self.histogram.saturating_record(duration_ns.max(1));
     }
 
+    /// Calls per bucket of explicit upper bounds (`bounds` ascending, ns): one count per
+    /// bound (values up to it, above the previous one) and a last one for values above all of
+    /// them, as OTLP's explicit-bucket histograms count. Each value counts at its HDR bucket's
+    /// top (3 significant digits).
+    pub fn bucket_counts(&self, bounds: &[u64]) -> Vec<u64> {
+        let mut out = vec![0u64; bounds.len() + 1];
+        for v in self.histogram.iter_recorded() {
+            let at = bounds.partition_point(|b| *b < v.value_iterated_to());
+            if let Some(slot) = out.get_mut(at) {
+                *slot += v.count_at_value();
+            }
+        }
+        out
+    }
+
     /// The duration at quantile `q` (0..=1). The histogram reports the top of a bucket, so the
     /// value is capped at the exact maximum seen.
     pub fn quantile(&self, q: f64) -> u64 {

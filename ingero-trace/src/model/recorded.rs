@@ -8,7 +8,7 @@ use ingero_ebpf::{CudaOp, OffCpuReason};
 use super::CallDetail;
 use super::{FinalStats, SessionInfo};
 use crate::model::{AnnotationRecord, NvtxRecord};
-use crate::model::{CudaArgs, ProcessOp};
+use crate::model::{CudaArgs, CudaCall, OffCpu, ProcessOp};
 
 /// The thread a record happened on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,6 +49,25 @@ pub struct CudaCallRecord {
 }
 
 impl CudaCallRecord {
+    /// What a reader yields for the call `c` of `thread` once written, its slice lasting
+    /// `written_ns` (the call's duration unless the writer clamped it to nest): the one
+    /// mapping from a live event to its recorded form (the round-trip test holds the reader
+    /// to it; the live exporter folds these).
+    pub fn written(c: &CudaCall, thread: ThreadRef, written_ns: u64) -> CudaCallRecord {
+        CudaCallRecord {
+            ts_ns: c.ts_ns,
+            duration_ns: written_ns,
+            thread,
+            op: c.op,
+            ret: c.ret,
+            args: c.args.clone(),
+            detail: c.detail.clone(),
+            clamped_from_ns: (written_ns != c.duration_ns).then_some(c.duration_ns),
+            cpu: c.task.cpu,
+            cgroup_id: c.task.cgroup_id,
+        }
+    }
+
     /// The call's real duration (the slice in the file may be shortened to nest).
     pub fn real_duration_ns(&self) -> u64 {
         self.clamped_from_ns.unwrap_or(self.duration_ns)
@@ -82,6 +101,23 @@ pub struct OffCpuRecord {
 }
 
 impl OffCpuRecord {
+    /// What a reader yields for the interval `o` of `thread` once written (see
+    /// [`CudaCallRecord::written`]).
+    pub fn written(o: &OffCpu, thread: ThreadRef, written_ns: u64) -> OffCpuRecord {
+        OffCpuRecord {
+            ts_ns: o.ts_ns,
+            duration_ns: written_ns,
+            thread,
+            reason: o.reason,
+            prev_state: o.prev_state,
+            next_tid: o.next_tid,
+            next_comm: o.next_comm.as_str().into_owned(),
+            cpu: o.task.cpu,
+            cgroup_id: o.task.cgroup_id,
+            clamped_from_ns: (written_ns != o.duration_ns).then_some(o.duration_ns),
+        }
+    }
+
     /// The real time off the CPU (the slice in the file may be shortened to nest).
     pub fn real_duration_ns(&self) -> u64 {
         self.clamped_from_ns.unwrap_or(self.duration_ns)

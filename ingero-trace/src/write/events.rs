@@ -307,6 +307,9 @@ impl Recorder {
         let name = kernel_name.unwrap_or_else(|| seq.interner.name(EventName::Op(c.op)));
         self.event_close(e, &EventTail::named(event_type::SLICE_BEGIN, name, track))?;
         self.marks.holds(c.ts_ns, begun.end);
+        if begun.clamped_from_ns.is_some() {
+            self.tap_clamp(begun.end.saturating_sub(c.ts_ns));
+        }
         if late {
             self.late_end(track, begun.end, at)?;
         }
@@ -382,6 +385,9 @@ impl Recorder {
         let name = seq.interner.name(EventName::OffCpu(o.reason));
         self.event_close(e, &EventTail::named(event_type::SLICE_BEGIN, name, track))?;
         self.marks.holds(o.ts_ns, begun.end);
+        if begun.clamped_from_ns.is_some() {
+            self.tap_clamp(begun.end.saturating_sub(o.ts_ns));
+        }
         if late {
             self.late_end(track, begun.end, at)?;
         }

@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 
 use super::error::Result;
+use super::tap::{EdgeKind, StateEdge};
 use super::tracks::{Hint, TrackKey};
 use crate::model::AnnotationRecord;
 use crate::proto::{DebugAnnotation, TrackEvent};
@@ -58,9 +59,23 @@ pub struct LabelState {
     lanes: HashMap<Option<u32>, Vec<u64>>,
     /// States ended by a rotation, to re-open in the next file.
     carried: Vec<((Option<u32>, String), OpenState)>,
+    /// The tap's log of state begins and ends (`tap.rs`); `None`: not kept.
+    pub(super) edges: Option<Vec<StateEdge>>,
 }
 
 impl LabelState {
+    /// Logs a state's begin or end for the tap, when it is on.
+    fn log(&mut self, scope: Option<u32>, key: &str, ts_ns: u64, kind: EdgeKind) {
+        if let Some(edges) = self.edges.as_mut() {
+            edges.push(StateEdge {
+                scope,
+                key: key.to_owned(),
+                ts_ns,
+                kind,
+            });
+        }
+    }
+
     /// The first lane free at `start`, reserving it until `end`.
     fn lane(&mut self, scope: Option<u32>, start: u64, end: u64) -> u32 {
         let lanes = self.lanes.entry(scope).or_default();
@@ -210,6 +225,7 @@ impl LabelState {
             let track = open.track;
             self.states.remove(&map_key);
             sink.end_open(track, c.ts)?;
+            self.log(c.scope, c.key, c.ts, EdgeKind::End);
         }
         if c.value.is_empty() {
             return Ok(());
@@ -235,6 +251,11 @@ impl LabelState {
             ..Default::default()
         };
         sink.begin_open(track, c.ts, te)?;
+        let begin = EdgeKind::Begin {
+            value: c.value.to_owned(),
+            continued: c.continued,
+        };
+        self.log(c.scope, c.key, c.ts, begin);
         self.states.insert(
             map_key,
             OpenState {
@@ -258,6 +279,7 @@ impl LabelState {
         for k in keys {
             if let Some(open) = self.states.remove(&k) {
                 sink.end_open(open.track, ts)?;
+                self.log(k.0, &k.1, ts, EdgeKind::End);
             }
         }
         self.lanes.remove(&Some(pid));
@@ -274,8 +296,9 @@ impl LabelState {
         let mut all: Vec<_> = self.states.drain().collect();
         // Deterministic output order.
         all.sort_by(|a, b| a.0.cmp(&b.0));
-        for (_, open) in &all {
+        for ((scope, key), open) in &all {
             sink.end_open(open.track, ts)?;
+            self.log(*scope, key, ts, EdgeKind::End);
         }
         if carry {
             self.carried = all;

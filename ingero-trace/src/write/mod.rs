@@ -70,7 +70,10 @@ mod plain;
 mod recorder;
 mod seek_marks;
 mod sequence;
+mod session_packets;
 mod slices;
+mod tap;
+mod tapped;
 mod tracks;
 
 pub use config::{
@@ -82,6 +85,7 @@ pub use deflate::PacketDeflater;
 pub use error::{Result, WriteError};
 pub use files::{FILE_EXT, FILE_PREFIX, trace_files_in};
 pub use recorder::{Recorder, RecorderCounters};
+pub use tap::{Clamp, EdgeKind, StateEdge, StateIntervals, Tap};
 
 #[cfg(test)]
 mod chunk_tests;
@@ -93,6 +97,8 @@ mod nvtx_tests;
 mod placement_tests;
 #[cfg(test)]
 mod seek_marks_tests;
+#[cfg(test)]
+mod tap_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

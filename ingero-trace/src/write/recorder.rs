@@ -43,7 +43,7 @@ use crate::proto::{
     DebugAnnotation, SEQ_NEEDS_INCREMENTAL_STATE, TracePacket, TrackDescriptor, TrackEvent,
     event_type,
 };
-use crate::vocab::{ArgKey, Category, EventName, Instant, StatsGroup};
+use crate::vocab::{Category, EventName, Instant};
 
 /// `TracePacket.interned_data`.
 const INTERNED_DATA: u32 = 12;
@@ -88,7 +88,7 @@ enum Retention {
 
 /// The streaming writer. See the module docs of `record` for the interface.
 pub struct Recorder {
-    cfg: RecorderConfig,
+    pub(super) cfg: RecorderConfig,
     naming: Naming,
     retention: Retention,
     owner: Option<Owner>,
@@ -106,10 +106,10 @@ pub struct Recorder {
     plain_last_ts: u64,
     pub(super) tracks: Tracks,
     offsets: ClockOffsets,
-    machine_id: u32,
+    pub(super) machine_id: u32,
     /// `machine_id` as appended to every packet (empty when not stamped).
     mid: MachineIdField,
-    started_realtime_ns: u64,
+    pub(super) started_realtime_ns: u64,
     last_snapshot_ts: u64,
     pub(super) slices: OpenSlices,
     /// What the next seek mark says (`seek_marks.rs`).
@@ -122,6 +122,10 @@ pub struct Recorder {
     eps: Option<EpsWindow>,
     pub(super) counters: RecorderCounters,
     descs: Vec<TrackDescriptor>,
+    /// See `tap.rs`: `Some` once enabled.
+    pub(super) tap: Option<super::tap::Tap>,
+    /// REALTIME − MONOTONIC of the first file's first clock snapshot.
+    pub(super) first_real_minus_mono: Option<i128>,
 }
 
 impl Recorder {
@@ -190,6 +194,8 @@ impl Recorder {
             eps: None,
             counters: RecorderCounters::default(),
             descs: Vec::new(),
+            tap: None,
+            first_real_minus_mono: None,
             cfg,
         };
         r.open_next_file()?;
@@ -306,7 +312,7 @@ impl Recorder {
 
     /// Writes every pending slice end and ends open label states (kept for re-opening when
     /// `keep_states`).
-    fn close_all_slices(&mut self, keep_states: bool) -> Result<()> {
+    pub(super) fn close_all_slices(&mut self, keep_states: bool) -> Result<()> {
         while let Some(due) = self.slices.pop() {
             self.slice_end(due)?;
         }
@@ -331,7 +337,7 @@ impl Recorder {
     /// Writes the main sequence's first packet in this file (clock snapshot, defaults, fixed
     /// vocabulary) and the session packet, if not done yet. `base_ts` becomes clock 64's
     /// starting value on the first file.
-    fn start_main(&mut self, base_ts: u64) -> Result<()> {
+    pub(super) fn start_main(&mut self, base_ts: u64) -> Result<()> {
         if self.main.started() {
             return Ok(());
         }
@@ -341,6 +347,8 @@ impl Recorder {
             base_ts
         };
         self.offsets = ClockOffsets::measure();
+        self.first_real_minus_mono
+            .get_or_insert(self.offsets.real_minus_mono);
         // The plain sequence opens the file, with the clocks at the base time: a first pass
         // that skips the chunks still learns where the recording starts.
         let mut first_plain = TracePacket {
@@ -475,7 +483,7 @@ impl Recorder {
 
     /// The newest time written on the main or the plain sequence: where open label states
     /// end when the recording (or a file) does.
-    fn stream_end(&self) -> u64 {
+    pub(super) fn stream_end(&self) -> u64 {
         self.main.last_ts().max(self.plain_last_ts)
     }
 
@@ -703,78 +711,6 @@ impl Recorder {
                 counter_value: Some(value),
             },
         )
-    }
-
-    // ---- session and statistics ----------------------------------------------------------
-
-    fn write_session(&mut self, ts: u64) -> Result<()> {
-        let track = self.track(&TrackKey::Ingero, Hint { pid: 0, comm: "" })?;
-        let s = &self.cfg.session;
-        let strings = [
-            (ArgKey::Host, s.host.clone()),
-            (ArgKey::Kernel, s.kernel.clone()),
-            (ArgKey::AgentVersion, s.agent_version.clone()),
-            (ArgKey::CommandLine, s.command_line.clone()),
-            (ArgKey::Targets, s.targets.join("\n")),
-            (ArgKey::Probes, s.probes.join("\n")),
-        ];
-        let mut args: Vec<DebugAnnotation> = strings
-            .into_iter()
-            .map(|(k, v)| DebugAnnotation {
-                name_iid: Some(k.iid()),
-                string_value: Some(v),
-                ..Default::default()
-            })
-            .collect();
-        for (k, v) in [
-            (ArgKey::MachineId, u64::from(self.machine_id)),
-            (ArgKey::FileIndex, self.counters.files.saturating_sub(1)),
-            (ArgKey::StartedRealtimeNs, self.started_realtime_ns),
-        ] {
-            args.push(DebugAnnotation {
-                name_iid: Some(k.iid()),
-                uint_value: Some(v),
-                ..Default::default()
-            });
-        }
-        args.extend(identity::session_args(s));
-        self.ingero_instant(track, ts, Instant::Session, args)
-    }
-
-    fn write_statistics(&mut self, ts: u64, stats: &FinalStats) -> Result<()> {
-        let track = self.track(&TrackKey::Ingero, Hint { pid: 0, comm: "" })?;
-        let c = self.counters;
-        let own = [
-            ("records", c.records),
-            ("late", c.late),
-            ("clamped", c.clamped),
-            ("files", c.files),
-            ("deleted_files", c.deleted_files),
-        ];
-        let mut args = Vec::new();
-        let groups: [(&str, &[(String, u64)]); 4] = [
-            (StatsGroup::Events.text(), &stats.events),
-            (StatsGroup::Drops.text(), &stats.drops),
-            (StatsGroup::Rejected.text(), &stats.rejected),
-            (StatsGroup::Recorder.text(), &stats.recorder),
-        ];
-        for (p, list) in groups {
-            for (k, v) in list {
-                args.push(DebugAnnotation {
-                    name: Some(format!("{p}{k}")),
-                    uint_value: Some(*v),
-                    ..Default::default()
-                });
-            }
-        }
-        for (k, v) in own {
-            args.push(DebugAnnotation {
-                name: Some(format!("{}{k}", StatsGroup::Recorder.text())),
-                uint_value: Some(v),
-                ..Default::default()
-            });
-        }
-        self.ingero_instant(track, ts, Instant::Statistics, args)
     }
 
     /// Writes one of the recorder's own instants (session, statistics) on `track`: category

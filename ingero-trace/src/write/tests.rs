@@ -106,30 +106,16 @@ fn round_trip_of_every_record_kind() {
     let mut want_ann = Vec::new();
     for r in &input {
         match r {
-            TimelineRecord::Event(Event::Cuda(c)) => want_cuda.push(CudaCallRecord {
-                detail: c.detail.clone(),
-                ts_ns: c.ts_ns,
-                duration_ns: c.duration_ns,
-                thread: thread(c.task.tid, &c.task.comm.as_str()),
-                op: c.op,
-                ret: c.ret,
-                args: c.args.clone(),
-                clamped_from_ns: None,
-                cpu: c.task.cpu,
-                cgroup_id: c.task.cgroup_id,
-            }),
-            TimelineRecord::Event(Event::OffCpu(o)) => want_off.push(OffCpuRecord {
-                ts_ns: o.ts_ns,
-                duration_ns: o.duration_ns,
-                thread: thread(o.task.tid, &o.task.comm.as_str()),
-                reason: o.reason,
-                prev_state: o.prev_state,
-                next_tid: o.next_tid,
-                next_comm: o.next_comm.as_str().into_owned(),
-                cpu: o.task.cpu,
-                cgroup_id: o.task.cgroup_id,
-                clamped_from_ns: None,
-            }),
+            TimelineRecord::Event(Event::Cuda(c)) => want_cuda.push(CudaCallRecord::written(
+                c,
+                thread(c.task.tid, &c.task.comm.as_str()),
+                c.duration_ns,
+            )),
+            TimelineRecord::Event(Event::OffCpu(o)) => want_off.push(OffCpuRecord::written(
+                o,
+                thread(o.task.tid, &o.task.comm.as_str()),
+                o.duration_ns,
+            )),
             TimelineRecord::Event(Event::Process(p)) => want_life.push(LifecycleRecord {
                 ts_ns: p.ts_ns,
                 thread: thread(p.task.tid, &p.task.comm.as_str()),

@@ -1,32 +1,16 @@
-//! `ingero export`: recordings in other tools' forms. `export perfetto` bundles a directory of
-//! several hosts' recordings into the TAR the Perfetto UI (v58+) opens as one multi-machine
-//! timeline (`ingero_trace::bundle`).
+//! `ingero export perfetto`: bundles a directory of several hosts' recordings into the TAR the
+//! Perfetto UI (v58+) opens as one multi-machine timeline (`ingero_trace::bundle`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use clap::{Args, Subcommand};
+use clap::Args;
 use serde_json::json;
 
-use super::query::print;
 use crate::analyze::fleet;
+use crate::cli::query::print;
 use ingero_trace::bundle::{self, ClockOffset};
-
-#[derive(Args, Debug)]
-pub struct ExportArgs {
-    #[command(subcommand)]
-    pub command: ExportCommand,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum ExportCommand {
-    /// Bundle recordings (a directory of several hosts', searched recursively) into one TAR
-    /// with a perfetto_manifest.json naming each file's machine: the Perfetto UI (v58+) and
-    /// trace_processor open it as one timeline with one machine per host, aligned by
-    /// REALTIME. No root needed.
-    Perfetto(PerfettoArgs),
-}
 
 #[derive(Args, Debug)]
 pub struct PerfettoArgs {
@@ -50,12 +34,6 @@ pub struct PerfettoArgs {
     pub json: bool,
 }
 
-pub fn run(args: ExportArgs) -> Result<ExitCode> {
-    match args.command {
-        ExportCommand::Perfetto(a) => perfetto(a),
-    }
-}
-
 /// `HOST=NS`.
 fn offset(text: &str) -> Result<ClockOffset> {
     let (host, ns) = text
@@ -71,7 +49,7 @@ fn offset(text: &str) -> Result<ClockOffset> {
     })
 }
 
-fn perfetto(args: PerfettoArgs) -> Result<ExitCode> {
+pub(super) fn run(args: PerfettoArgs) -> Result<ExitCode> {
     let (found, shown) = fleet::recordings(args.trace.as_deref())?;
     let hosts = fleet::select(found, &args.host)?;
     let offsets = args
