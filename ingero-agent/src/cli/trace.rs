@@ -112,14 +112,16 @@ fn machine_name(s: &str) -> Result<String, String> {
 }
 
 impl RecordFlags {
-    fn enabled(&self) -> bool {
-        self.record.unwrap_or(self.output.is_some())
+    /// Whether to record: `--record[=BOOL]` decides when given; else `-o`, or `implied` (what
+    /// another flag needs: `--otlp-endpoint`).
+    fn enabled(&self, implied: bool) -> bool {
+        self.record.unwrap_or(self.output.is_some() || implied)
     }
 
     /// How to record; `None` when not recording. The session metadata is the daemon's, but
     /// for the machine name.
-    fn config(&self) -> Option<RecordConfig> {
-        self.enabled().then(|| RecordConfig {
+    fn config(&self, implied: bool) -> Option<RecordConfig> {
+        self.enabled(implied).then(|| RecordConfig {
             recorder: RecorderConfig {
                 path: self.output.clone(),
                 max_file_size: self.max_file_size,
@@ -161,18 +163,19 @@ pub struct OtlpLiveFlags {
 }
 
 impl TraceArgs {
-    /// The live export's settings: `None` without an endpoint. The flag without `--record`
-    /// is an error (the spans are what the recording writes); an endpoint from the
-    /// environment alone is then said and left unused, so a variable meant for other
-    /// programs never stops tracing.
+    /// The live export's settings: `None` without an endpoint. The spans are computed from
+    /// what the recording writes, so `--otlp-endpoint` records (to the default directory, with
+    /// its retention) unless told where; with `--record=false` it is an error. An endpoint from
+    /// the environment alone does not start a recording: without one it is said and left
+    /// unused, so a variable meant for other programs never stops tracing or fills a disk.
     fn otlp_settings(&self) -> Result<Option<LiveSettings>> {
         let Some(config) = self.otlp.config()? else {
             return Ok(None);
         };
-        if !self.record.enabled() {
+        if !self.record.enabled(self.otlp_records()) {
             if self.otlp.otlp_endpoint.is_some() {
                 bail!(
-                    "--otlp-endpoint needs --record (or -o FILE): the spans are computed from what the recording writes"
+                    "--otlp-endpoint cannot go with --record=false: the spans are computed from what the recording writes"
                 );
             }
             eprintln!(
@@ -233,6 +236,12 @@ impl AnnotateFlags {
 }
 
 impl TraceArgs {
+    /// Whether the flags ask for something only a recording gives: `--otlp-endpoint` (an
+    /// endpoint from the environment alone does not).
+    fn otlp_records(&self) -> bool {
+        self.otlp.otlp_endpoint.is_some()
+    }
+
     /// What the daemon is to do.
     pub fn config(&self) -> Result<DaemonConfig> {
         Ok(DaemonConfig {
@@ -242,7 +251,7 @@ impl TraceArgs {
             json: self.json,
             ringbuf_size: self.ringbuf_size,
             ingest: self.annotate.config(),
-            record: self.record.config(),
+            record: self.record.config(self.otlp_records()),
             top_kernels: self.top_kernels,
             command: None,
             nvtx_allowed_uid: None,
@@ -336,10 +345,10 @@ mod tests {
             "4242",
         ])
         .expect("parses");
-        let rec = a.record.config().expect("recording").recorder;
+        let rec = a.record.config(false).expect("recording").recorder;
         assert_eq!(rec.session.machine_name, "gpu-node-17");
         assert_eq!(rec.machine_id, Some(4242));
-        let default = parse(&["--record"]).expect("parses").record.config();
+        let default = parse(&["--record"]).expect("parses").record.config(false);
         let rec = default.expect("recording").recorder;
         assert_eq!(rec.session.machine_name, "", "the daemon's host name then");
         assert_eq!(rec.machine_id, None);
@@ -352,13 +361,19 @@ mod tests {
     }
 
     #[test]
-    fn the_otlp_flag_needs_a_recording_and_makes_the_live_settings() {
-        let no_record = parse(&["--otlp-endpoint", "http://c:4318"]).expect("parses");
+    fn the_otlp_flag_records_and_makes_the_live_settings() {
+        // The flag alone records (to the default directory): its spans are what is written.
+        let implied = parse(&["--otlp-endpoint", "http://c:4318"]).expect("parses");
+        let c = implied.config().expect("config");
+        assert!(c.record.is_some() && c.otlp.is_some());
+        assert_eq!(c.record.expect("recording").recorder.path, None);
+        let no_record = parse(&["--otlp-endpoint", "http://c:4318", "--record=false"]);
         let err = no_record
+            .expect("parses")
             .config()
             .map(|_| ())
-            .expect_err("an error without --record");
-        assert!(format!("{err:#}").contains("--record"), "{err:#}");
+            .expect_err("an error with --record=false");
+        assert!(format!("{err:#}").contains("--record=false"), "{err:#}");
         let a = parse(&[
             "-o",
             "run.pftrace",
