@@ -166,24 +166,48 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
         .collect()
 }
 
-/// The straggler of one step, if one stands out.
-fn straggler(step: String, works: &[Work]) -> Option<(u32, Option<u32>, Straggle)> {
-    let (i, slow) = works.iter().enumerate().max_by(|a, b| {
-        a.1.own()
-            .cmp(&b.1.own())
-            .then(b.1.row.pid.cmp(&a.1.row.pid))
-    })?;
+/// How the participant with the most own work in a step (a rank here, a host in
+/// `fleet/slow_hosts.rs`) stands against the others: the one judgement both rules make.
+pub(crate) struct Excess {
+    /// Where the slowest is in the slice it was judged in.
+    pub(crate) at: usize,
+    pub(crate) own: u64,
+    /// Its own work beyond the others' median.
+    pub(crate) excess: u64,
+    pub(crate) others: usize,
+    pub(crate) others_own: u64,
+    pub(crate) others_wait: u64,
+    /// The parts of the excess worth naming (index into [`PARTS`], ns), largest first.
+    pub(crate) causes: Vec<(usize, u64)>,
+    /// The others waited in synchronisation for much of the excess.
+    pub(crate) waited: bool,
+}
+
+/// The participant of one step whose own work stands out, if one does: the most own work
+/// (ties to the one `tie` orders first), at least [`STRAGGLER_RATIO`] × the others' median,
+/// [`STRAGGLER_MIN_EXCESS_NS`] more, and that excess at least [`STRAGGLER_MIN_STEP_SHARE`] of
+/// the step's median wall time.
+pub(crate) fn excess_of<T>(
+    works: &[T],
+    work: impl Fn(&T) -> &Work,
+    tie: impl Fn(&T, &T) -> std::cmp::Ordering,
+) -> Option<Excess> {
+    let (at, slow) = works
+        .iter()
+        .enumerate()
+        .max_by(|a, b| work(a.1).own().cmp(&work(b.1).own()).then(tie(b.1, a.1)))?;
+    let slow = work(slow);
     let others: Vec<&Work> = works
         .iter()
         .enumerate()
-        .filter(|(j, _)| *j != i)
-        .map(|(_, w)| w)
+        .filter(|(j, _)| *j != at)
+        .map(|(_, w)| work(w))
         .collect();
     let others_own = median(others.iter().map(|w| w.own()).collect());
     let others_wait = median(others.iter().map(|w| w.wait).collect());
     let own = slow.own();
     let excess = own.saturating_sub(others_own);
-    let step_ns = median(works.iter().map(|w| w.row.duration_ns).collect());
+    let step_ns = median(works.iter().map(|w| work(w).row.duration_ns).collect());
     if excess < STRAGGLER_MIN_EXCESS_NS
         || (excess as f64) < STRAGGLER_MIN_STEP_SHARE * step_ns as f64
         || (own as f64) < STRAGGLER_RATIO * others_own as f64
@@ -199,6 +223,22 @@ fn straggler(step: String, works: &[Work]) -> Option<(u32, Option<u32>, Straggle
         .filter(|(_, d)| *d as f64 >= bar)
         .collect();
     causes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    Some(Excess {
+        at,
+        own,
+        excess,
+        others: others.len(),
+        others_own,
+        others_wait,
+        causes,
+        waited: others_wait as f64 >= STRAGGLER_WAIT_SHARE * excess as f64,
+    })
+}
+
+/// The straggler of one step, if one stands out.
+fn straggler(step: String, works: &[Work]) -> Option<(u32, Option<u32>, Straggle)> {
+    let e = excess_of(works, |w| w, |a, b| a.row.pid.cmp(&b.row.pid))?;
+    let slow = &works[e.at];
     let pid = slow.row.pid?;
     Some((
         pid,
@@ -207,14 +247,14 @@ fn straggler(step: String, works: &[Work]) -> Option<(u32, Option<u32>, Straggle
             step,
             start_ns: slow.row.start_ns,
             duration_ns: slow.row.duration_ns,
-            own,
+            own: e.own,
             wait: slow.wait,
-            excess,
-            others: others.len(),
-            others_own,
-            others_wait,
-            causes,
-            waited: others_wait as f64 >= STRAGGLER_WAIT_SHARE * excess as f64,
+            excess: e.excess,
+            others: e.others,
+            others_own: e.others_own,
+            others_wait: e.others_wait,
+            causes: e.causes,
+            waited: e.waited,
         },
     ))
 }

@@ -11,9 +11,9 @@
 //! the step's wall time minus its synchronisation wait, of its slowest process there (a host
 //! reaches the job's next collective when its slowest rank does). A duration on one host needs
 //! no clock alignment, so the rule holds whatever the hosts' clocks say. The slow host is the
-//! one with the most own work, when that is at least [`STRAGGLER_RATIO`] × the median of the
-//! others, [`STRAGGLER_MIN_EXCESS_NS`] more, and that excess at least
-//! [`STRAGGLER_MIN_STEP_SHARE`] of the step's wall time (the hosts' median); the parts of the
+//! one with the most own work, when that is at least [`STRAGGLER_RATIO`](crate::analyze::findings::STRAGGLER_RATIO) × the median of the
+//! others, [`STRAGGLER_MIN_EXCESS_NS`](crate::analyze::findings::STRAGGLER_MIN_EXCESS_NS) more, and that excess at least
+//! [`STRAGGLER_MIN_STEP_SHARE`](crate::analyze::findings::STRAGGLER_MIN_STEP_SHARE) of the step's wall time (the hosts' median); the parts of the
 //! excess are named as for stragglers. One finding per slow host lists its steps; HIGH from
 //! [`STRAGGLER_HIGH_STEPS`] steps (a systematic slow host: its GPU, its network, its data).
 
@@ -23,9 +23,8 @@ use super::HostAnalysis;
 use crate::analyze::Analysis;
 use crate::analyze::aggregate::Aggregate;
 use crate::analyze::findings::{
-    Evidence, Finding, STRAGGLER_CAUSE_SHARE, STRAGGLER_HIGH_STEPS, STRAGGLER_KEY,
-    STRAGGLER_MIN_EXCESS_NS, STRAGGLER_MIN_STEP_SHARE, STRAGGLER_RATIO, STRAGGLER_WAIT_SHARE,
-    Severity, WORK_PARTS, Window, Work, median, part_causes,
+    Evidence, Finding, STRAGGLER_HIGH_STEPS, STRAGGLER_KEY, Severity, WORK_PARTS, Window, Work,
+    excess_of, part_causes,
 };
 use crate::analyze::fmt;
 use crate::analyze::groups::{GroupSpec, Grouping};
@@ -126,59 +125,32 @@ pub(crate) fn check(hosts: &[HostAnalysis], steps: &[HostSteps], origin: u64) ->
         .collect()
 }
 
-/// The slow host of one step, if one stands out.
+/// The slow host of one step, if one stands out (judged as a straggler rank is).
 fn slow_host(step: &str, works: &[(usize, &Work)]) -> Option<(usize, Slow)> {
-    let (j, (host, slow)) = works
-        .iter()
-        .enumerate()
-        .max_by(|a, b| a.1.1.own().cmp(&b.1.1.own()).then(b.1.0.cmp(&a.1.0)))?;
-    let others: Vec<&Work> = works
-        .iter()
-        .enumerate()
-        .filter(|(k, _)| *k != j)
-        .map(|(_, (_, w))| *w)
-        .collect();
-    let others_own = median(others.iter().map(|w| w.own()).collect());
-    let others_wait = median(others.iter().map(|w| w.wait).collect());
-    let own = slow.own();
-    let excess = own.saturating_sub(others_own);
-    let step_ns = median(works.iter().map(|(_, w)| w.row.duration_ns).collect());
-    if excess < STRAGGLER_MIN_EXCESS_NS
-        || (excess as f64) < STRAGGLER_MIN_STEP_SHARE * step_ns as f64
-        || (own as f64) < STRAGGLER_RATIO * others_own as f64
-    {
-        return None;
-    }
-    let bar = (excess as f64 * STRAGGLER_CAUSE_SHARE).max(1.0);
-    let mut causes: Vec<(usize, u64)> = (0..WORK_PARTS.len())
-        .map(|p| {
-            let m = median(others.iter().map(|w| w.parts[p]).collect());
-            (p, slow.parts[p].saturating_sub(m))
-        })
-        .filter(|(_, d)| *d as f64 >= bar)
-        .collect();
-    causes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    // Ties go to the host listed first.
+    let e = excess_of(works, |(_, w)| w, |a, b| a.0.cmp(&b.0))?;
+    let (host, slow) = works[e.at];
     let who = match (slow.row.rank, slow.row.pid) {
         (Some(r), _) => Some(format!("rank {r}")),
         (None, Some(p)) => Some(format!("pid {p}")),
         (None, None) => None,
     };
     Some((
-        *host,
+        host,
         Slow {
             step: step.to_owned(),
             start_ns: slow.row.start_ns,
             duration_ns: slow.row.duration_ns,
-            own,
+            own: e.own,
             wait: slow.wait,
             who,
             pid: slow.row.pid,
-            excess,
-            others: others.len(),
-            others_own,
-            others_wait,
-            causes,
-            waited: others_wait as f64 >= STRAGGLER_WAIT_SHARE * excess as f64,
+            excess: e.excess,
+            others: e.others,
+            others_own: e.others_own,
+            others_wait: e.others_wait,
+            causes: e.causes,
+            waited: e.waited,
         },
     ))
 }
