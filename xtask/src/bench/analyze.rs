@@ -70,6 +70,26 @@ pub(super) fn measure(name: &str, threads: &'static str, cmd: &mut Command) -> R
     })
 }
 
+/// Builds the release `ingero` binary and the named `ingero-trace` examples (the synthetic
+/// recording generator and the raw scans the analysis benchmarks measure against).
+pub(super) fn build_agent_and_trace_examples(examples: &[&str]) -> Result<()> {
+    run_cmd(cargo().args([
+        "build",
+        "--release",
+        "-q",
+        "-p",
+        "ingero-agent",
+        "--bin",
+        "ingero",
+    ]))?;
+    let mut cmd = cargo();
+    cmd.args(["build", "--release", "-q", "-p", "ingero-trace"]);
+    for e in examples {
+        cmd.args(["--example", e]);
+    }
+    run_cmd(&mut cmd)
+}
+
 pub(super) fn cargo() -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     c.current_dir(workspace_root());
@@ -85,26 +105,7 @@ pub(super) fn target_dir() -> PathBuf {
 
 /// Builds, generates the recording (kept between runs in the target directory) and measures.
 pub fn run() -> Result<String> {
-    run_cmd(cargo().args([
-        "build",
-        "--release",
-        "-q",
-        "-p",
-        "ingero-agent",
-        "--bin",
-        "ingero",
-    ]))?;
-    run_cmd(cargo().args([
-        "build",
-        "--release",
-        "-q",
-        "-p",
-        "ingero-trace",
-        "--example",
-        "synth-trace",
-        "--example",
-        "scan-trace",
-    ]))?;
+    build_agent_and_trace_examples(&["synth-trace", "scan-trace"])?;
     let bin = target_dir();
     let dir = bin.join("bench-analyze");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -21,7 +21,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use super::analyze::{Measured, cargo, measure, target_dir};
+use super::analyze::{Measured, build_agent_and_trace_examples, measure, target_dir};
 use crate::util::{output, run as run_cmd};
 
 /// Runs of each measured command; the least CPU time is kept.
@@ -115,28 +115,7 @@ fn size_of(dir: &Path) -> u64 {
 }
 
 pub fn run(size_gb: f64) -> Result<String> {
-    run_cmd(cargo().args([
-        "build",
-        "--release",
-        "-q",
-        "-p",
-        "ingero-agent",
-        "--bin",
-        "ingero",
-    ]))?;
-    run_cmd(cargo().args([
-        "build",
-        "--release",
-        "-q",
-        "-p",
-        "ingero-trace",
-        "--example",
-        "synth-trace",
-        "--example",
-        "scan-trace",
-        "--example",
-        "window-scan",
-    ]))?;
+    build_agent_and_trace_examples(&["synth-trace", "scan-trace", "window-scan"])?;
     let bin = target_dir();
     let root = bin.join("bench-window");
     let long = root.join("long");
