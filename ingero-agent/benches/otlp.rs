@@ -7,7 +7,9 @@
 //!    statistics) with the recording (reorder window, writer) and step and request
 //!    annotations, its thread's CPU per event; on, the live engine's thread CPU per event
 //!    (its fold of every event into the groups) and per span, beside `query --group-by`'s
-//!    fold of the same recording (the baseline the engine's work is: one more fold).
+//!    fold of the same recording (the baseline the engine's work is: one more fold); and the
+//!    drain thread's instructions off and on, counted by callgrind in a copy of this
+//!    benchmark when valgrind is installed (deterministic where CPU time is not).
 //!
 //! Run: `cargo bench -p ingero-agent --bench otlp` (or `cargo xtask bench otlp`). All CPU
 //! figures are thread CPU (the machine is shared); ratios are against baselines measured in
@@ -17,6 +19,7 @@ mod common;
 
 use std::hint::black_box;
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -291,8 +294,25 @@ fn drain(recs: &[Vec<u8>], url: Option<&str>, dir: &Path) -> Result<(u64, Option
         p.otlp = Some(OtlpRun::start(s, &mut rec)?);
     }
     p.recording = Some(rec);
-    let ts = |i: usize| 1_000_000 + i as u64 * 1000;
     let t = thread_cpu_ns();
+    drain_loop(&mut p, recs);
+    let drain_cpu = thread_cpu_ns() - t;
+    let mut counts = None;
+    if let (Some(o), Some(rec)) = (p.otlp.as_mut(), p.recording.as_mut()) {
+        o.finish(rec, &p.stats, Vec::new());
+        counts = Some(o.snapshot());
+    }
+    if let Some(rec) = p.recording.take() {
+        rec.finish(FinalStats::default())?;
+    }
+    Ok((drain_cpu, counts))
+}
+
+/// The drain thread's work of one run: what the CPU figures measure, and what
+/// `--toggle-collect` of the instruction count names (kept out of line for it).
+#[inline(never)]
+fn drain_loop(p: &mut Pipeline, recs: &[Vec<u8>]) {
+    let ts = |i: usize| 1_000_000 + i as u64 * 1000;
     let mut request_start = ts(0);
     for (i, r) in recs.iter().enumerate() {
         if i % STEP_EVERY == 0 {
@@ -321,19 +341,67 @@ fn drain(recs: &[Vec<u8>], url: Option<&str>, dir: &Path) -> Result<(u64, Option
     if let Some(rec) = p.recording.as_mut() {
         rec.release();
     }
-    let drain_cpu = thread_cpu_ns() - t;
-    let mut counts = None;
-    if let (Some(o), Some(rec)) = (p.otlp.as_mut(), p.recording.as_mut()) {
-        o.finish(rec, &p.stats, Vec::new());
-        counts = Some(o.snapshot());
+}
+
+/// Set (to `off` or `on`) in the copy of this benchmark that runs under callgrind: it makes
+/// one drain run and nothing else.
+const ONCE_VAR: &str = "INGERO_BENCH_DRAIN_ONCE";
+
+/// One drain run, export on or off (the run callgrind counts).
+fn drain_once(on: bool) -> Result<()> {
+    let receiver = Receiver::start()?;
+    let recs = records();
+    let dir = std::env::temp_dir().join(format!("ingero-bench-otlp-{}", std::process::id()));
+    let url = receiver.url();
+    drain(&recs, on.then_some(url.as_str()), &dir)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// The instructions the drain thread executes in [`drain_loop`], export off and on, counted
+/// by callgrind in a copy of this benchmark (`--toggle-collect` counts the thread that runs
+/// the function, not the engine's or the sender's): the same for the same binary and input
+/// whatever else the machine does, where the VM has no hardware counters. `None` without
+/// valgrind.
+fn drain_instructions() -> Result<Option<(u64, u64)>> {
+    let exe = std::env::current_exe()?;
+    let mut counted = [0u64; 2];
+    for (slot, mode) in counted.iter_mut().zip(["off", "on"]) {
+        let out = std::env::temp_dir().join(format!(
+            "ingero-bench-otlp-{}-{mode}.callgrind",
+            std::process::id()
+        ));
+        let status = Command::new("valgrind")
+            .args(["--tool=callgrind", "--toggle-collect=*drain_loop*"])
+            .arg(format!("--callgrind-out-file={}", out.display()))
+            .arg(&exe)
+            .env(ONCE_VAR, mode)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let status = match status {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            other => other.context("running valgrind")?,
+        };
+        ensure!(
+            status.success(),
+            "the drain run under callgrind failed: {status}"
+        );
+        let text = std::fs::read_to_string(&out).context("reading callgrind's output")?;
+        let _ = std::fs::remove_file(&out);
+        *slot = text
+            .lines()
+            .find_map(|l| l.strip_prefix("totals:"))
+            .and_then(|t| t.split_whitespace().next()?.parse().ok())
+            .context("no totals in callgrind's output")?;
     }
-    if let Some(rec) = p.recording.take() {
-        rec.finish(FinalStats::default())?;
-    }
-    Ok((drain_cpu, counts))
+    Ok(Some((counted[0], counted[1])))
 }
 
 fn main() -> Result<()> {
+    if let Ok(mode) = std::env::var(ONCE_VAR) {
+        return drain_once(mode == "on");
+    }
     let receiver = Receiver::start()?;
     let spans = spans();
     let p = per_span(&spans, &receiver)?;
@@ -359,6 +427,7 @@ fn main() -> Result<()> {
         }
     });
     let _ = std::fs::remove_dir_all(&dir);
+    let instructions = drain_instructions()?;
 
     let n = RECORDS as f64;
     let at_10k = |ns: f64| ns * 10_000.0 / 1e9 * 100.0;
@@ -420,6 +489,15 @@ fn main() -> Result<()> {
         "| `query --group-by step` + `request_id` fold of the recording | {:.1} | |",
         fold as f64 / n
     );
+    match instructions {
+        Some((off, on)) => println!(
+            "\nDrain thread instructions (callgrind, `drain_loop`, one run each): export off {:.1} per event, on {:.1}: ratio {:.4}.",
+            off as f64 / n,
+            on as f64 / n,
+            on as f64 / off.max(1) as f64
+        ),
+        None => println!("\nDrain thread instructions: not counted (no valgrind)."),
+    }
     println!(
         "\nExport on: {} spans sent ({} dropped, {} incomplete), sender thread {:.0} ns CPU per span.",
         counts.spans_sent,

@@ -10,7 +10,9 @@ use super::plan::{OpenBody, Plan};
 use super::sequence::intern;
 use super::tables::Tables;
 use super::track_kind::TrackKind;
-use super::views::{RawVal, Te, event_name, for_each_arg, resolve_args, track_event};
+use super::views::{
+    RawVal, Te, event_name, for_each_arg, resolve_args, resolve_args_into, track_event,
+};
 use crate::model::{CounterSample, Placement, ReadRecord};
 use crate::proto::scan::{self, Cur};
 use crate::proto::{
@@ -155,34 +157,21 @@ pub(super) fn packet<'a>(
             // without arguments resolves to an empty list (no allocation), which changes
             // nothing.
             let seq = seqs.get_or_default(u64::from(seq_id));
-            tr.placement.update(&resolve_args(seq, te.raw)?);
+            tr.placement.update(&resolve_args(seq, &te)?);
             return Ok(Step::done(tr.end_top(ts, launches, names, slot)));
         }
         event_type::INSTANT => {
             let seq = t.seqs.get_or_default(u64::from(seq_id));
             let name = event_name(seq, &te);
-            let args = resolve_args(seq, te.raw)?;
-            if !t.in_bundle {
-                if let Some(mark) = seek_mark(t.kind(te.track), (seq_id, ts), &name, &args) {
-                    t.mark = Some(mark);
-                    return Ok(Step::Nothing);
-                }
-            }
-            let at = match t.tracks.get_mut(te.track) {
-                Some(tr) => {
-                    tr.placement.update(&args);
-                    tr.placement
-                }
-                None => Placement::default(),
-            };
-            return Ok(Step::done(instant(
-                t.kind(te.track),
-                at,
-                ts,
-                &name,
-                &args,
-                slot,
-            )));
+            // An instant's arguments are read into the list the tables keep for it: what it
+            // becomes copies what it keeps (a label-dense recording is mostly instants).
+            let mut args = std::mem::take(&mut t.instant_args);
+            args.clear();
+            resolve_args_into(seq, te.raw, &mut args)?;
+            let step = instant_step(t, (seq_id, ts), &te, &name, &args, slot);
+            args.clear();
+            t.instant_args = args;
+            return Ok(step);
         }
         event_type::COUNTER => {
             if let Some(TrackKind::Counter(kind)) = t.kind(te.track) {
@@ -197,6 +186,31 @@ pub(super) fn packet<'a>(
         _ => {}
     }
     Ok(Step::Nothing)
+}
+
+/// What an instant is: a seek mark (outside bundles), or the record it stands for.
+fn instant_step<'a>(
+    t: &mut Tables,
+    (seq_id, ts): (u32, u64),
+    te: &Te<'_>,
+    name: &str,
+    args: &[(std::sync::Arc<str>, super::values::Val)],
+    slot: &mut ReadRecord,
+) -> Step<'a> {
+    if !t.in_bundle {
+        if let Some(mark) = seek_mark(t.kind(te.track), (seq_id, ts), name, args) {
+            t.mark = Some(mark);
+            return Step::Nothing;
+        }
+    }
+    let at = match t.tracks.get_mut(te.track) {
+        Some(tr) => {
+            tr.placement.update(args);
+            tr.placement
+        }
+        None => Placement::default(),
+    };
+    Step::done(instant(t.kind(te.track), at, ts, name, args, slot))
 }
 
 /// A slice begins: kept open on its track until its end.
@@ -249,7 +263,7 @@ fn begin(t: &mut Tables, slots: bool, seq_id: u32, ts: u64, te: &Te<'_>) -> scan
         Some(b) => b,
         None => OpenBody::General {
             name: event_name(seq, te),
-            args: resolve_args(seq, te.raw)?,
+            args: resolve_args(seq, te)?,
         },
     };
     t.tracks.get_or_default(te.track).push(ts, body);

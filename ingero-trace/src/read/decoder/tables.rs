@@ -3,11 +3,14 @@
 //! the clock snapshots said. The scanner path (`scanner.rs`) and the fast paths (`fast.rs`)
 //! both work on it; neither owns it.
 
+use std::sync::Arc;
+
 use super::args::Slots;
 use super::iids::IidTable;
 use super::sequence::SeqState;
 use super::slices::Track;
 use super::track_kind::TrackKind;
+use super::values::Val;
 use crate::fast_map::FastMap;
 use crate::model::LaunchConfig;
 use crate::read::seek::Mark;
@@ -24,6 +27,8 @@ pub(super) struct Tables {
     pub(super) names: FastMap<&'static str, EventName>,
     /// Scratch for a slice's interned arguments.
     pub(super) scratch: Slots,
+    /// Scratch for an instant's arguments (kept empty between packets).
+    pub(super) instant_args: Vec<(Arc<str>, Val)>,
     /// Set by the caller while it feeds the packets of a `compressed_packets` bundle.
     pub(super) in_bundle: bool,
     /// Some sequence is [`SeqState::lost`]: the fast path leaves every packet it has not
@@ -44,6 +49,7 @@ impl Default for Tables {
             launches: Vec::new(),
             names: EventName::all().map(|n| (n.text(), n)).collect(),
             scratch: Slots::EMPTY,
+            instant_args: Vec::new(),
             in_bundle: false,
             lost_seqs: false,
             lost_packets: 0,

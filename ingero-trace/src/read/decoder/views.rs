@@ -76,6 +76,8 @@ pub(super) struct Te<'a> {
     pub(super) name_iid: Option<u64>,
     pub(super) name: Option<&'a [u8]>,
     pub(super) counter_value: i64,
+    /// How many debug annotations it has (what their list is allocated for).
+    pub(super) arg_count: usize,
     pub(super) raw: &'a [u8],
 }
 
@@ -92,6 +94,7 @@ pub(super) fn track_event(b: &[u8]) -> scan::Result<Te<'_>> {
             TrackEvent::NAME_IID => te.name_iid = Some(w.int()),
             TrackEvent::NAME => te.name = Some(w.bytes()),
             TrackEvent::COUNTER_VALUE => te.counter_value = w.int() as i64,
+            TrackEvent::DEBUG_ANNOTATIONS => te.arg_count += 1,
             _ => {}
         }
     }
@@ -128,9 +131,20 @@ pub(super) fn event_name(seq: &SeqState, te: &Te<'_>) -> Arc<str> {
     }
 }
 
-/// Every argument of a track event, names and string values resolved (the general path).
-pub(super) fn resolve_args(seq: &SeqState, raw: &[u8]) -> scan::Result<Vec<(Arc<str>, Val)>> {
-    let mut out = Vec::new();
+/// Every argument of a track event, names and string values resolved (the general path), in
+/// a list of exactly their number.
+pub(super) fn resolve_args(seq: &SeqState, te: &Te<'_>) -> scan::Result<Vec<(Arc<str>, Val)>> {
+    let mut out = Vec::with_capacity(te.arg_count);
+    resolve_args_into(seq, te.raw, &mut out)?;
+    Ok(out)
+}
+
+/// [`resolve_args`] appended to `out` (a list the caller reuses: instants keep none).
+pub(super) fn resolve_args_into(
+    seq: &SeqState,
+    raw: &[u8],
+    out: &mut Vec<(Arc<str>, Val)>,
+) -> scan::Result<()> {
     for_each_arg(raw, |d| {
         let name: Arc<str> = match (d.name_iid, d.name) {
             (Some(iid), _) => seq
@@ -154,6 +168,5 @@ pub(super) fn resolve_args(seq: &SeqState, raw: &[u8]) -> scan::Result<Vec<(Arc<
         };
         out.push((name, val));
         true
-    })?;
-    Ok(out)
+    })
 }
