@@ -19,8 +19,10 @@
 //!   begin resolves to, the open slices and the records they and the instants become;
 //! - `tables`: the state all of the above make up for one file;
 //! - `scanner`: the path that decodes any packet; `fast` (with `memo`): the writer's own
-//!   layouts, decoded without the scanner.
+//!   layouts, decoded without the scanner; `annotations`: the writer's annotations read
+//!   straight into their records.
 
+mod annotations;
 mod args;
 mod describe;
 mod fast;

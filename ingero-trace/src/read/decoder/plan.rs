@@ -9,7 +9,9 @@ use ingero_ebpf::{CudaOp, OffCpuReason};
 use super::args::Args;
 use super::track_kind::TrackKind;
 use super::values::Val;
-use crate::model::{ArgsShape, CallDetail, Captured, CudaArgs, KernelName, NameSource};
+use crate::model::{
+    AnnotationRecord, ArgsShape, CallDetail, Captured, CudaArgs, KernelName, NameSource,
+};
 use crate::vocab::{ArgKey, EventName};
 
 /// What a slice begin resolves to on the interned paths.
@@ -141,6 +143,9 @@ pub(super) enum OpenBody {
         name: Arc<str>,
         args: Vec<(Arc<str>, Val)>,
     },
+    /// A request span of the writer's on a span lane, read at its begin (`annotations.rs`):
+    /// its record but the end and the scope, and the scope's start time it carried.
+    Annotation(Box<(AnnotationRecord, Option<u64>)>),
 }
 
 /// Rebuilds an op's arguments from its debug annotations (absent optional ones stay `None`).

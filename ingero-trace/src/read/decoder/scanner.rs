@@ -1,24 +1,27 @@
 //! The scanner path: any packet, fields in any order, through the general protobuf scanner.
 //! It keeps every table up to date (interning, clocks, descriptors, sequence resets and
-//! losses) and decodes what the fast paths leave: annotations, session and statistics,
-//! counters, inline names and strings, foreign traces.
+//! losses) and decodes what the fast paths leave: annotations (the writer's own read straight
+//! into their records, `annotations.rs`), session and statistics, counters, inline names and
+//! strings, foreign traces.
 
+use super::annotations::annotation_direct;
 use super::args::{SlotArgs, SlotVal};
 use super::describe::describe;
 use super::instants::{instant, seek_mark};
 use super::plan::{OpenBody, Plan};
-use super::sequence::intern;
+use super::sequence::{SeqState, intern};
 use super::tables::Tables;
 use super::track_kind::TrackKind;
 use super::views::{
     RawVal, Te, event_name, for_each_arg, resolve_args, resolve_args_into, track_event,
 };
 use crate::model::{CounterSample, Placement, ReadRecord};
-use crate::proto::scan::{self, Cur};
+use crate::proto::scan::{self, Cur, text};
 use crate::proto::{
     Clock, ClockSnapshot, SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE, TracePacket,
     TracePacketDefaults, clock_id, event_type,
 };
+use crate::vocab::Instant;
 
 /// What one packet did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,6 +165,18 @@ pub(super) fn packet<'a>(
         }
         event_type::INSTANT => {
             let seq = t.seqs.get_or_default(u64::from(seq_id));
+            if slots {
+                if let Some(TrackKind::Labels(scope)) =
+                    t.tracks.get(te.track).and_then(|tr| tr.kind.as_ref())
+                {
+                    if is_instant(seq, &te, Instant::Annotation) {
+                        if let Some((a, _)) = annotation_direct(seq, *scope, ts, None, te.raw)? {
+                            *slot = ReadRecord::Annotation(a);
+                            return Ok(Step::Record);
+                        }
+                    }
+                }
+            }
             let name = event_name(seq, &te);
             // An instant's arguments are read into the list the tables keep for it: what it
             // becomes copies what it keeps (a label-dense recording is mostly instants).
@@ -186,6 +201,16 @@ pub(super) fn packet<'a>(
         _ => {}
     }
     Ok(Step::Nothing)
+}
+
+/// Whether a track event is the fixed instant `which` by name (as [`instant`] tells it).
+fn is_instant(seq: &SeqState, te: &Te<'_>, which: Instant) -> bool {
+    let name = match (te.name_iid, te.name) {
+        (Some(iid), _) => seq.names.get(iid).map(|n| &*n.text),
+        (None, Some(n)) => return Instant::from_text(&text(n)) == Some(which),
+        (None, None) => Some(""),
+    };
+    name.and_then(Instant::from_text) == Some(which)
 }
 
 /// What an instant is: a seek mark (outside bundles), or the record it stands for.
@@ -220,11 +245,16 @@ fn begin(t: &mut Tables, slots: bool, seq_id: u32, ts: u64, te: &Te<'_>) -> scan
         .name_iid
         .and_then(|i| seq.names.get(i))
         .and_then(|n| n.kind);
-    let plan = if slots {
-        Plan::of(t.tracks.get(te.track).and_then(|tr| tr.kind.as_ref()), name)
-    } else {
-        None
-    };
+    let kind = t.tracks.get(te.track).and_then(|tr| tr.kind.as_ref());
+    if let (true, Some(TrackKind::SpanLane(scope))) = (slots, kind) {
+        // The scope is the lane's at the end; the end is filled in then.
+        if let Some(span) = annotation_direct(seq, *scope, ts, Some(ts), te.raw)? {
+            let body = OpenBody::Annotation(Box::new(span));
+            t.tracks.get_or_default(te.track).push(ts, body);
+            return Ok(());
+        }
+    }
+    let plan = if slots { Plan::of(kind, name) } else { None };
     let mut body = None;
     if let Some(plan) = plan {
         let s = &mut t.scratch;

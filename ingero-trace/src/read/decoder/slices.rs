@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use ingero_ebpf::{CudaOp, OffCpuReason};
 
+use super::annotations;
 use super::args::{ListArgs, find, u64_of};
 use super::instants::annotation;
 use super::memo::Key;
@@ -196,7 +197,7 @@ fn end_top(
             _ => false,
         },
         What::Body => {
-            let Some(body) = bodies.last() else {
+            let Some(body) = bodies.last_mut() else {
                 return false;
             };
             let kind = kind.as_ref();
@@ -211,6 +212,14 @@ fn end_top(
                 }
                 (_, OpenBody::General { name, args }) => {
                     general(kind, *placement, names, (o.ts, end), name, args, slot)
+                }
+                (Some(TrackKind::SpanLane(scope)), OpenBody::Annotation(span)) => {
+                    let (record, start_time) = &mut **span;
+                    let mut record = std::mem::take(record);
+                    record.scope = annotations::scoped(*scope, *start_time);
+                    record.end_ns = Some(end);
+                    *slot = ReadRecord::Annotation(record);
+                    true
                 }
                 _ => false,
             };

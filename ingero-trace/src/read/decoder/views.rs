@@ -7,10 +7,12 @@ use std::sync::Arc;
 use super::sequence::SeqState;
 use super::values::Val;
 use crate::proto::scan::{self, Cur, Wire, text};
+use crate::proto::varint;
 use crate::proto::{DebugAnnotation, TrackEvent};
 
 /// A debug annotation's value as found on the wire.
 #[derive(Clone, Copy)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
 pub(super) enum RawVal<'a> {
     U(u64),
     I(i64),
@@ -20,6 +22,7 @@ pub(super) enum RawVal<'a> {
     Str(&'a [u8]),
 }
 
+#[cfg_attr(test, derive(Debug, PartialEq))]
 pub(super) struct RawArg<'a> {
     pub(super) name_iid: Option<u64>,
     pub(super) name: Option<&'a [u8]>,
@@ -27,7 +30,65 @@ pub(super) struct RawArg<'a> {
 }
 
 /// `DebugAnnotation` fields, with the writer's precedence when several values are set.
+#[inline]
 fn raw_arg(b: &[u8]) -> scan::Result<RawArg<'_>> {
+    match raw_arg_pair(b) {
+        Some(a) => Ok(a),
+        None => raw_arg_fields(b),
+    }
+}
+
+/// The writer's layout of an argument, an interned key then one value and nothing else, read
+/// without the field loop (label packets carry ten or so of them); `None`: any other layout,
+/// for [`raw_arg_fields`], the reference (and the one that reports malformed bytes).
+#[inline(always)]
+fn raw_arg_pair(b: &[u8]) -> Option<RawArg<'_>> {
+    // Field keys: (number << 3) | wire type.
+    const NAME_IID: u8 = 1 << 3;
+    const BOOL: u64 = 2 << 3;
+    const UINT: u64 = 3 << 3;
+    const INT: u64 = 4 << 3;
+    const STRING: u64 = (6 << 3) | 2;
+    const POINTER: u64 = 7 << 3;
+    const STRING_IID: u64 = 17 << 3;
+    let [NAME_IID, rest @ ..] = b else {
+        return None;
+    };
+    let (iid, rest) = varint::take(rest)?;
+    let (key, rest) = varint::take(rest)?;
+    let (val, rest) = match key {
+        UINT | POINTER => {
+            let (v, rest) = varint::take(rest)?;
+            (RawVal::U(v), rest)
+        }
+        BOOL => {
+            let (v, rest) = varint::take(rest)?;
+            (RawVal::B(v != 0), rest)
+        }
+        INT => {
+            let (v, rest) = varint::take(rest)?;
+            (RawVal::I(v as i64), rest)
+        }
+        STRING_IID => {
+            let (v, rest) = varint::take(rest)?;
+            (RawVal::StrIid(v), rest)
+        }
+        STRING => {
+            let (n, rest) = varint::take(rest)?;
+            let n = usize::try_from(n).ok()?;
+            (RawVal::Str(rest.get(..n)?), rest.get(n..)?)
+        }
+        _ => return None,
+    };
+    rest.is_empty().then_some(RawArg {
+        name_iid: Some(iid),
+        name: None,
+        val,
+    })
+}
+
+/// [`raw_arg`] field by field: any layout.
+fn raw_arg_fields(b: &[u8]) -> scan::Result<RawArg<'_>> {
     let mut c = Cur::new(b);
     let (mut name_iid, mut name) = (None, None);
     let (mut u, mut i, mut p, mut bo, mut siid, mut s) = (None, None, None, None, None, None);
@@ -170,3 +231,7 @@ pub(super) fn resolve_args_into(
         true
     })
 }
+
+#[cfg(test)]
+#[path = "views_tests.rs"]
+mod tests;
