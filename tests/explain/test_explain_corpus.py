@@ -90,6 +90,9 @@ class Recording:
     explain: Dict[str, Any] = field(default_factory=dict)
     steps: Dict[str, Row] = field(default_factory=dict)
     requests: Dict[str, Row] = field(default_factory=dict)
+    # Why earlier recordings of the scenario were made again (`Disturbed`).
+    disturbed: List[str] = field(default_factory=list)
+    stolen_ms: float = 0.0  # taken from the vCPUs by the hypervisor while the scenario ran
 
 
 _recordings: Dict[str, Recording] = {}
@@ -118,10 +121,35 @@ def mock_library() -> Path:
     return lib
 
 
+#: Recordings of one scenario made at most, while the machine disturbs them (`Disturbed`).
+ATTEMPTS = 3
+
+
 def record(name: str) -> Recording:
-    """Records scenario NAME (once per session) and runs the queries both layers read."""
+    """Records scenario NAME (once per session) and runs the queries both layers read; records
+    it again when its ground truth finds the machine disturbed it (any other failure of the
+    ground truth stands: layer (a) reports it)."""
     if name in _recordings:
         return _recordings[name]
+    disturbed: List[str] = []
+    while True:
+        rec = record_once(name)
+        rec.disturbed = disturbed
+        try:
+            TRUTH[name](rec)
+        except Disturbed as e:
+            disturbed.append(str(e))
+            print(f"\n{name}: recording {len(disturbed)} disturbed by the machine ({rec.stolen_ms:.0f} ms stolen from the vCPUs meanwhile): {e}", file=sys.stderr)
+            if len(disturbed) < ATTEMPTS:
+                continue
+        except AssertionError:
+            pass
+        _recordings[name] = rec
+        return rec
+
+
+def record_once(name: str) -> Recording:
+    """Records scenario NAME once and runs the queries both layers read."""
     for path, how in [(BIN, "cargo build --release"), (CUDART, "cargo xtask test")]:
         assert Path(path).exists(), f"{path} is missing: run {how} first"
     mock = str(mock_library())
@@ -139,6 +167,7 @@ def record(name: str) -> Recording:
         libs = ["--cuda-lib", mock] + (["--cuda-lib", CUDART] if real else [])
         agent = Agent("--record", "-o", str(trace), "--annotate", "--annotate-socket", sock, *libs, "--pid", str(pid))
         timings = {"attach": time.monotonic() - t0}
+        stolen = steal_ms()
         try:
             scenario.stdin.write("go\n")
             scenario.stdin.flush()
@@ -148,6 +177,7 @@ def record(name: str) -> Recording:
             assert facts.get("done"), facts
             assert scenario.wait(timeout=30) == 0
             timings["run"] = time.monotonic() - t0 - timings["attach"]
+            stolen = steal_ms() - stolen
             time.sleep(0.5)  # past the reorder window
         finally:
             t1 = time.monotonic()
@@ -158,7 +188,7 @@ def record(name: str) -> Recording:
         if scenario.poll() is None:
             scenario.kill()
             scenario.wait()
-    rec = Recording(name, trace, pid, facts, 0.0, timings)
+    rec = Recording(name, trace, pid, facts, 0.0, timings, stolen_ms=stolen)
     t1 = time.monotonic()
     if name == "slow_request":
         rec.requests = {r["labels"]["request_id"]: r for r in ingero_json("query", "--trace", str(trace), "--group-by", "request_id")}
@@ -167,7 +197,6 @@ def record(name: str) -> Recording:
     rec.explain = ingero_json("explain", "--trace", str(trace))
     rec.timings["queries"] = time.monotonic() - t1
     rec.seconds = round(time.monotonic() - t0, 2)
-    _recordings[name] = rec
     return rec
 
 
@@ -195,11 +224,36 @@ def within(value: float, target: float, tolerance: float) -> bool:
     return abs(value - target) <= tolerance * target
 
 
+def steal_ms() -> float:
+    """CPU time the hypervisor took from this machine's vCPUs so far (`/proc/stat`, steal)."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        return int(fields[8]) * 1000 / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class Disturbed(AssertionError):
+    """The machine, not the scenario, made a step stand out: the recording does not show the
+    scenario, and `record` makes it again. A vCPU the hypervisor holds shows as CUDA calls
+    taking many times the cost the mock runtime was set to, neither preempted nor blocked
+    (seen in CI: five 20 us launches taking 16 ms in one step of `healthy`)."""
+
+
 def no_outlier(rows: List[Row], ratio: float = 2.5) -> None:
-    """No step lasts `ratio` times the median (explain's slow_group rule fires at 3x)."""
+    """Nothing stands out that the scenario did not inject: no step lasts `ratio` times the
+    median, and no step's CUDA calls other than its syncs (launches, copies, allocations, all
+    of a cost the scenario sets), less the time the thread was preempted (a scenario's
+    `cpu_hog` preempts calls too), take over 3x the median step's and 5 ms more."""
     med = median(rows, "duration_ns")
     slow = [(r["labels"]["step"], r["duration_ns"]) for r in rows if r["duration_ns"] >= ratio * med]
-    assert not slow, f"steps >= {ratio}x the median {med / MS:.1f} ms: {slow}"
+    if slow:
+        raise Disturbed(f"steps >= {ratio}x the median {med / MS:.1f} ms: {slow}")
+    usual = statistics.median(r["api_time_ns"] - r["sync_time_ns"] for r in rows)
+    calls = [r["api_time_ns"] - r["sync_time_ns"] - r["preempted_ns"] for r in rows]
+    long = [(r["labels"]["step"], c) for r, c in zip(rows, calls) if c > 3 * usual + 5 * MS]
+    if long:
+        raise Disturbed(f"CUDA calls but syncs, not preempted, took over 3x the median {usual / MS:.2f} ms in steps {long}")
 
 
 def normal_step_calls(rows: List[Row], extra: int = 0) -> None:
@@ -595,7 +649,7 @@ def score(recs: Dict[str, Recording]) -> Score:
         exp_s = ", ".join(f"{k} {lab or ''}".strip() for k, lab in e.expected) or "(quiet)"
         s.rows.append(
             f"| {name} | {exp_s} | {found}/{len(e.expected)} | {top_s} | {', '.join(false) or '-'} | {rec.seconds:.1f}"
-            f" ({' '.join(f'{k} {v:.1f}' for k, v in rec.timings.items())}) |"
+            f" ({' '.join(f'{k} {v:.1f}' for k, v in rec.timings.items())}) | {len(rec.disturbed)} |"
         )
     return s
 
@@ -608,8 +662,8 @@ def test_precision_and_recall_over_the_corpus() -> None:
     lines = [
         "# explain scenario corpus",
         "",
-        "| scenario | expected | found | top finding | false HIGH/MEDIUM | seconds (attach, run, stop, queries) |",
-        "|---|---|---|---|---|---|",
+        "| scenario | expected | found | top finding | false HIGH/MEDIUM | seconds (attach, run, stop, queries) | recorded again |",
+        "|---|---|---|---|---|---|---|",
         *s.rows,
         "",
         f"recall {recall:.2f} ({s.found}/{s.expected}); precision {precision:.2f} ({s.true_loud}/{s.loud} HIGH/MEDIUM findings expected);"
