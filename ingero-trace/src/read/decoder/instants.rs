@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::annotations;
 use super::args::{find, u64_of};
 use super::nvtx;
 use super::track_kind::TrackKind;
@@ -10,8 +11,8 @@ use super::values::Val;
 use crate::clock_quality::ClockQuality;
 use crate::model::NvtxKind;
 use crate::model::{
-    AnnotationRecord, FinalStats, LifecycleRecord, Placement, ProcessOp, ReadRecord, Scope,
-    SessionInfo, SessionRecord,
+    AnnotationRecord, FinalStats, LifecycleRecord, Placement, ProcessOp, ReadRecord, SessionInfo,
+    SessionRecord,
 };
 use crate::read::seek::{Mark, MarkKind};
 use crate::vocab::{ArgKey, Instant, LABEL_PREFIX, SeekArg, SessionArg, StatsGroup};
@@ -187,9 +188,7 @@ pub(super) fn annotation(
     let start_time = u64_of(args, ArgKey::ScopeStartTime);
     AnnotationRecord {
         labels,
-        scope: scope
-            .zip(start_time)
-            .map(|(pid, start_time)| Scope { pid, start_time }),
+        scope: annotations::scoped(scope, start_time),
         ts_ns: ts,
         end_ns: end,
         provenance_uid: u64_of(args, ArgKey::ProvenanceUid).unwrap_or(0) as u32,

@@ -181,7 +181,6 @@ pub(super) fn packet<'a>(
             // An instant's arguments are read into the list the tables keep for it: what it
             // becomes copies what it keeps (a label-dense recording is mostly instants).
             let mut args = std::mem::take(&mut t.instant_args);
-            args.clear();
             resolve_args_into(seq, te.raw, &mut args)?;
             let step = instant_step(t, (seq_id, ts), &te, &name, &args, slot);
             args.clear();
