@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use ingero_trace::fast_map::FastMap;
 use ingero_trace::model::LabelInterval;
-use ingero_trace::model::{AnnotationRecord, NvtxRecord};
+use ingero_trace::model::{AnnotationRecord, NvtxRecord, ReadRecord};
 use ingero_trace::vocab::{NVTX_DOMAIN_LABEL, NVTX_LABEL};
 
 /// A label value, interned (index into [`LabelIndex::value`]).
@@ -26,6 +26,9 @@ struct Interval {
 #[derive(Default)]
 struct States {
     list: Vec<Interval>,
+    /// Until [`LabelIndex::seal`]: each interval's place in the recording (see
+    /// [`LabelIndex::add_at`]), which orders intervals with the same start and end.
+    order: Vec<u64>,
 }
 
 /// Possibly overlapping spans of one key in one scope, sorted by start, with the running
@@ -34,6 +37,26 @@ struct States {
 struct Spans {
     list: Vec<Interval>,
     max_end: Vec<u64>,
+    /// As [`States::order`].
+    order: Vec<u64>,
+}
+
+/// Adds `iv` at place `order` to a list being built.
+fn push(list: &mut Vec<Interval>, orders: &mut Vec<u64>, iv: Interval, order: u64) {
+    list.push(iv);
+    orders.push(order);
+}
+
+/// Sorts a list by start, then end, then place in the recording; the places are dropped.
+fn sort_list(list: &mut Vec<Interval>, order: &mut Vec<u64>) {
+    if order.len() == list.len() {
+        let mut both: Vec<(Interval, u64)> = list.drain(..).zip(order.drain(..)).collect();
+        both.sort_unstable_by_key(|(i, o)| (i.start, i.end, *o));
+        list.extend(both.into_iter().map(|(i, _)| i));
+    } else {
+        list.sort_by_key(|i| (i.start, i.end));
+    }
+    *order = Vec::new();
 }
 
 #[derive(Default)]
@@ -48,6 +71,9 @@ pub struct LabelIndex {
     keys: BTreeMap<String, KeyIndex>,
     values: Vec<String>,
     value_ids: FastMap<String, ValueId>,
+    /// The place [`Self::add_state`] and the others give the next interval: in the order
+    /// they are added.
+    added: u64,
 }
 
 /// Which key of the index (stable after [`LabelIndex::seal`]).
@@ -67,26 +93,53 @@ impl LabelIndex {
         id
     }
 
+    /// The next place in the order of adding.
+    fn next_place(&mut self) -> u64 {
+        self.added += 1;
+        self.added
+    }
+
+    /// Adds the label record `rec` (a state, a span or an NVTX range; anything else adds
+    /// nothing) found at place `order` in the recording (see
+    /// `ingero_trace::read::file_order`): intervals with the same start and end keep that
+    /// order, whatever order they were added in.
+    pub fn add_at(&mut self, rec: &ReadRecord, order: u64) {
+        match rec {
+            ReadRecord::LabelState(s) => self.add_state_at(s, order),
+            ReadRecord::Annotation(a) => self.add_span_at(a, order),
+            ReadRecord::Nvtx(n) => self.add_nvtx_at(n, order),
+            _ => {}
+        }
+    }
+
     /// Adds a state interval (`step=42` from .. to ..). Empty values (cleared keys) are skipped.
     pub fn add_state(&mut self, s: &LabelInterval) {
+        let order = self.next_place();
+        self.add_state_at(s, order);
+    }
+
+    fn add_state_at(&mut self, s: &LabelInterval, order: u64) {
         if s.value.is_empty() {
             return;
         }
         let value = self.intern(&s.value);
         let key = self.keys.entry(s.key.clone()).or_default();
-        key.states
-            .entry(s.scope_pid)
-            .or_default()
-            .list
-            .push(Interval {
-                start: s.start_ns,
-                end: s.end_ns,
-                value,
-            });
+        let states = key.states.entry(s.scope_pid).or_default();
+        let iv = Interval {
+            start: s.start_ns,
+            end: s.end_ns,
+            value,
+        };
+        push(&mut states.list, &mut states.order, iv, order);
     }
 
     /// Adds a span's labels (instants are covered by the state intervals).
     pub fn add_span(&mut self, a: &AnnotationRecord) {
+        let order = self.next_place();
+        self.add_span_at(a, order);
+    }
+
+    fn add_span_at(&mut self, a: &AnnotationRecord, order: u64) {
         let Some(end) = a.end_ns else {
             return;
         };
@@ -97,11 +150,13 @@ impl LabelIndex {
             }
             let value = self.intern(v);
             let key = self.keys.entry(k.clone()).or_default();
-            key.spans.entry(scope).or_default().list.push(Interval {
+            let spans = key.spans.entry(scope).or_default();
+            let iv = Interval {
                 start: a.ts_ns,
                 end,
                 value,
-            });
+            };
+            push(&mut spans.list, &mut spans.order, iv, order);
         }
     }
 
@@ -110,25 +165,28 @@ impl LabelIndex {
     /// labels the whole process over its interval, not only its thread: PyTorch's `backward`
     /// range is pushed on the Python thread while the autograd engine's threads launch.
     pub fn add_nvtx(&mut self, n: &NvtxRecord) {
+        let order = self.next_place();
+        self.add_nvtx_at(n, order);
+    }
+
+    fn add_nvtx_at(&mut self, n: &NvtxRecord, order: u64) {
         if !n.is_range() {
             return;
         }
-        let mut push = |k: &str, v: &str| {
+        let mut add = |k: &str, v: &str| {
             let value = self.intern(v);
             let key = self.keys.entry(k.to_owned()).or_default();
-            key.spans
-                .entry(Some(n.pid))
-                .or_default()
-                .list
-                .push(Interval {
-                    start: n.ts_ns,
-                    end: n.end_ns.max(n.ts_ns),
-                    value,
-                });
+            let spans = key.spans.entry(Some(n.pid)).or_default();
+            let iv = Interval {
+                start: n.ts_ns,
+                end: n.end_ns.max(n.ts_ns),
+                value,
+            };
+            push(&mut spans.list, &mut spans.order, iv, order);
         };
-        push(NVTX_LABEL, &n.message);
+        add(NVTX_LABEL, &n.message);
         if let Some(d) = &n.domain {
-            push(NVTX_DOMAIN_LABEL, d);
+            add(NVTX_DOMAIN_LABEL, d);
         }
     }
 
@@ -136,10 +194,10 @@ impl LabelIndex {
     pub fn seal(&mut self) {
         for k in self.keys.values_mut() {
             for s in k.states.values_mut() {
-                s.list.sort_by_key(|i| (i.start, i.end));
+                sort_list(&mut s.list, &mut s.order);
             }
             for s in k.spans.values_mut() {
-                s.list.sort_by_key(|i| (i.start, i.end));
+                sort_list(&mut s.list, &mut s.order);
                 let mut m = 0;
                 s.max_end = s
                     .list
@@ -151,6 +209,95 @@ impl LabelIndex {
                     .collect();
             }
         }
+    }
+
+    /// The earliest start of the intervals that overlap `[a, b]`.
+    pub fn earliest_overlapping(&self, a: u64, b: u64) -> Option<u64> {
+        let starts = |list: &[Interval]| {
+            list.iter()
+                .filter(|i| i.start <= b && i.end >= a)
+                .map(|i| i.start)
+                .min()
+        };
+        self.keys
+            .values()
+            .flat_map(|k| {
+                let states = k.states.values().map(|s| starts(&s.list));
+                states.chain(k.spans.values().map(|s| starts(&s.list)))
+            })
+            .flatten()
+            .min()
+    }
+
+    /// The intervals that overlap `[a, b]`, in a new sealed index whose value ids depend on
+    /// nothing but them and their places: the labels a time window needs, the same whichever
+    /// superset of them this index was built from with [`Self::add_at`] (a first pass that
+    /// read only the window's stretches, or all).
+    pub fn restricted_to(&self, a: u64, b: u64) -> LabelIndex {
+        let mut out = LabelIndex::default();
+        for (name, key) in &self.keys {
+            let states = self.overlapping(&key.states, |s| (&s.list, &s.order), (a, b));
+            let spans = self.overlapping(&key.spans, |s| (&s.list, &s.order), (a, b));
+            if states.is_empty() && spans.is_empty() {
+                continue;
+            }
+            let mut kept = KeyIndex::default();
+            for (scope, list) in states {
+                kept.states.entry(scope).or_default().list = out.intern_all(list);
+            }
+            for (scope, list) in spans {
+                kept.spans.entry(scope).or_default().list = out.intern_all(list);
+            }
+            out.keys.insert(name.clone(), kept);
+        }
+        out.seal();
+        out
+    }
+
+    /// Per scope (in order), the intervals of `lists` overlapping `[a, b]` with their values'
+    /// text, by start, end and place (a sealed list's own order where the places are gone).
+    #[expect(clippy::type_complexity, reason = "a private helper's plain tuples")]
+    fn overlapping<T>(
+        &self,
+        lists: &FastMap<Option<u32>, T>,
+        parts: impl Fn(&T) -> (&Vec<Interval>, &Vec<u64>),
+        (a, b): (u64, u64),
+    ) -> Vec<(Option<u32>, Vec<(u64, u64, u64, &str)>)> {
+        let mut out: Vec<_> = lists
+            .iter()
+            .map(|(scope, l)| {
+                let (list, order) = parts(l);
+                let place = |k: usize| {
+                    if order.len() == list.len() {
+                        order[k]
+                    } else {
+                        k as u64
+                    }
+                };
+                let mut kept: Vec<_> = list
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, i)| i.start <= b && i.end >= a)
+                    .map(|(k, i)| (i.start, i.end, place(k), self.value(i.value)))
+                    .collect();
+                kept.sort_unstable_by_key(|(s, e, p, _)| (*s, *e, *p));
+                (*scope, kept)
+            })
+            .filter(|(_, kept)| !kept.is_empty())
+            .collect();
+        out.sort_unstable_by_key(|(scope, _)| *scope);
+        out
+    }
+
+    /// `list`'s intervals with their values interned here, in order.
+    fn intern_all(&mut self, list: Vec<(u64, u64, u64, &str)>) -> Vec<Interval> {
+        list.into_iter()
+            .map(|(start, end, _, v)| Interval {
+                start,
+                end,
+                value: self.intern(v),
+            })
+            .collect()
     }
 
     pub fn value(&self, id: ValueId) -> &str {
@@ -521,149 +668,4 @@ pub(crate) mod test_records {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::test_records::{span, state};
-    use super::*;
-
-    #[test]
-    fn values_of_lists_every_value_in_scope_and_range() {
-        let mut idx = LabelIndex::default();
-        idx.add_state(&state(Some(7), "step", "1", 0, 10));
-        idx.add_state(&state(Some(7), "step", "2", 10, 20));
-        idx.add_state(&state(Some(8), "step", "9", 0, 20));
-        idx.add_state(&state(None, "step", "5", 30, 40));
-        idx.seal();
-        let names = |ids: Vec<ValueId>| {
-            ids.into_iter()
-                .map(|v| idx.value(v).to_owned())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(
-            names(idx.values_of("step", &[7], (0, 100))),
-            ["1", "2", "5"]
-        );
-        assert_eq!(names(idx.values_of("step", &[], (15, 25))), ["2", "9"]);
-        assert!(idx.values_of("phase", &[], (0, 100)).is_empty());
-    }
-
-    #[test]
-    fn context_names_the_other_labels_in_force_preferring_the_process_scope() {
-        let mut idx = LabelIndex::default();
-        idx.add_state(&state(Some(7), "phase", "train", 0, 100));
-        idx.add_state(&state(None, "phase", "val", 0, 100));
-        idx.add_state(&state(Some(7), "step", "3", 10, 20));
-        idx.add_span(&span(None, "r-1", 5, 50));
-        idx.seal();
-        let ctx = idx.context_at(10, &["step".to_string()]);
-        assert_eq!(ctx, vec![("phase", "train"), ("request_id", "r-1")]);
-        assert!(
-            idx.context_at(200, &[]).is_empty(),
-            "nothing holds after the intervals"
-        );
-    }
-
-    #[test]
-    fn states_prefer_the_process_scope_and_spans_overlap() {
-        let mut ix = LabelIndex::default();
-        ix.add_state(&state(Some(7), "step", "1", 10, 20));
-        ix.add_state(&state(Some(7), "step", "2", 20, 30));
-        ix.add_state(&state(None, "step", "g", 0, 100));
-        ix.add_span(&span(Some(7), "a", 5, 50));
-        ix.add_span(&span(None, "b", 25, 26));
-        ix.add_span(&span(Some(8), "c", 0, 100));
-        ix.seal();
-        let step = ix.key("step").expect("step indexed");
-        let names = |ids: &[ValueId]| {
-            ids.iter()
-                .map(|i| ix.value(*i).to_owned())
-                .collect::<Vec<_>>()
-        };
-        let mut out = Vec::new();
-        step.values_at(7, 20, &mut out);
-        assert_eq!(names(&out), ["2"]);
-        out.clear();
-        step.values_at(7, 35, &mut out);
-        assert_eq!(names(&out), ["g"], "trace-wide where the process has none");
-        out.clear();
-        step.values_at(9, 15, &mut out);
-        assert_eq!(names(&out), ["g"]);
-        let req = ix.key("request_id").expect("request_id indexed");
-        out.clear();
-        req.values_at(7, 25, &mut out);
-        let mut got = names(&out);
-        got.sort();
-        assert_eq!(got, ["a", "b"], "overlapping spans both count");
-        out.clear();
-        req.values_at(7, 60, &mut out);
-        assert!(out.is_empty());
-        assert!(ix.is_span_key("request_id") && !ix.is_span_key("step"));
-        let a = ix.value_id("a").expect("a interned");
-        assert_eq!(ix.intervals_of("request_id", a), vec![(5, 50)]);
-        let by_value = ix.intervals_by_value("request_id");
-        assert_eq!(by_value.len(), 3);
-        for (v, iv) in &by_value {
-            assert_eq!(iv, &ix.intervals_of("request_id", *v));
-        }
-        assert!(ix.intervals_by_value("nope").is_empty());
-    }
-
-    #[test]
-    fn spans_overlap_only_when_one_event_can_lie_in_two() {
-        let with = |spans: &[(Option<u32>, u64, u64)]| {
-            let mut ix = LabelIndex::default();
-            for (i, (scope, a, b)) in spans.iter().enumerate() {
-                ix.add_span(&span(*scope, &i.to_string(), *a, *b));
-            }
-            ix.seal();
-            ix.spans_overlap("request_id")
-        };
-        assert!(!with(&[(Some(7), 0, 10), (Some(7), 10, 20)]), "touching");
-        assert!(with(&[(Some(7), 0, 10), (Some(7), 5, 20)]));
-        assert!(with(&[(None, 0, 100), (None, 20, 30)]), "nested");
-        assert!(
-            !with(&[(Some(7), 0, 10), (Some(8), 5, 20)]),
-            "two processes"
-        );
-        assert!(
-            with(&[(Some(7), 0, 10), (None, 5, 20)]),
-            "own and trace-wide"
-        );
-        assert!(!with(&[]));
-    }
-
-    #[test]
-    fn values_hold_until_the_returned_end() {
-        let mut ix = LabelIndex::default();
-        ix.add_state(&state(Some(7), "k", "1", 10, 20));
-        ix.add_state(&state(Some(7), "k", "2", 20, 30));
-        ix.add_state(&state(Some(7), "k", "z", 40, 40));
-        ix.add_state(&state(None, "k", "g", 0, 60));
-        ix.add_state(&state(None, "k", "h", 70, 80));
-        let mut spans = span(Some(7), "a", 5, 50);
-        spans.labels[0].0 = "k".into();
-        ix.add_span(&spans);
-        for (scope, v, a, b) in [
-            (None, "b", 25, 26),
-            (None, "c", 25, 25),
-            (Some(8), "d", 0, 90),
-        ] {
-            let mut s = span(scope, v, a, b);
-            s.labels[0].0 = "k".into();
-            ix.add_span(&s);
-        }
-        ix.seal();
-        let k = ix.key("k").expect("k indexed");
-        for pid in [7, 8, 9] {
-            for t in 0..100 {
-                let mut at_t = Vec::new();
-                let end = k.values_until(pid, t, &mut at_t);
-                assert!(end > t, "pid {pid} t {t}: the answer holds at t itself");
-                for later in t..end.min(110) {
-                    let mut got = Vec::new();
-                    k.values_at(pid, later, &mut got);
-                    assert_eq!(got, at_t, "pid {pid}: the answer at {t} held until {end}");
-                }
-            }
-        }
-    }
-}
+mod tests;

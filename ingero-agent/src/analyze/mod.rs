@@ -12,10 +12,11 @@
 //!
 //! # How it reads
 //! Two passes over the files. The first ([`index`]) learns the recording's extent, its wall
-//! clock and every label interval, from the packets the writer keeps outside its compressed
+//! clock and the label intervals, from the packets the writer keeps outside its compressed
 //! chunks (the chunks are skipped unopened, so this pass costs almost nothing); with those
 //! the selection is resolved (`--since` counts back from the end of the recording, wall
-//! times map through the clock snapshot). The second
+//! times map through the clock snapshot). With a time window it reads only the labels of the
+//! stretches the window needs, once the extent has placed it. The second
 //! ([`scan`]) streams the selected events once into bounded state ([`aggregate`]): per-operation
 //! sketches, label groups, per-process accounting, fixed time bins and the slowest calls with
 //! their causes. Memory grows with groups, processes and annotations, never with events.
@@ -67,9 +68,9 @@ use aggregate::Needs;
 pub use events::EventFormat;
 pub use explain::{ExplainReport, RequestRanking};
 pub use findings::{Evidence, Finding, Severity};
-pub use index::TraceIndex;
+pub use index::{FirstPass, TraceIndex};
 pub use query::{OVERLAP_CAVEAT, QueryMode, QueryReport};
-pub use selection::{Selection, SelectionSpec};
+pub use selection::{LabelReach, Selection, SelectionSpec};
 
 /// A recording opened for analysis: its first pass done and the selection resolved.
 pub struct Analysis {
@@ -91,11 +92,26 @@ impl Analysis {
         source: PathBuf,
         spec: &SelectionSpec,
     ) -> Result<Analysis> {
-        let index = TraceIndex::build(files)?;
-        for f in &index.truncated {
+        Self::from_files_seeking(files, source, spec, index::seek_from_env())
+    }
+
+    /// [`Self::from_files`]; `seek`: whether both passes read only what the time window
+    /// needs (else every file whole: `INGERO_FULL_SCAN=1`).
+    pub fn from_files_seeking(
+        files: Vec<PathBuf>,
+        source: PathBuf,
+        spec: &SelectionSpec,
+        seek: bool,
+    ) -> Result<Analysis> {
+        let windowed = spec.has_time_window();
+        let pass = FirstPass::read(files, windowed && seek)?;
+        for f in pass.truncated() {
             tracing::warn!(file = %f.display(), "recording ends inside a packet (agent killed?); read up to the last complete one");
         }
-        let selection = spec.resolve(&index.clock, &index.labels)?;
+        let (range, at) = spec.window(&pass.clock)?;
+        let mut index = pass.finish(windowed.then_some((range, spec.label_reach)))?;
+        index.seek_windows = seek;
+        let selection = spec.resolve_in(range, at, &index.labels)?;
         Ok(Analysis {
             source,
             index,

@@ -264,7 +264,10 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
             row.pid = pid;
             if let ([key], [v]) = (g.keys.as_slice(), values.get(..1).unwrap_or_default()) {
                 if has_range_stats(key) {
-                    row.ranges = Some(range_stats(&intervals_of(0, *v, pid)));
+                    // The ranges the selected time holds, as the calls are.
+                    let mut ranges = intervals_of(0, *v, pid);
+                    ranges.retain(|(a, b)| *a <= range.1 && *b >= range.0);
+                    row.ranges = Some(range_stats(&ranges));
                 }
             }
             // The process's rank even where the group began before the agent saw it.

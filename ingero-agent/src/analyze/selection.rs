@@ -24,6 +24,23 @@ pub struct SelectionSpec {
     pub pids: Vec<u32>,
     pub ops: Vec<String>,
     pub labels: Vec<String>,
+    /// How far before the window the labels the report looks up reach.
+    pub label_reach: LabelReach,
+}
+
+/// How far before a time window the labels a report looks up reach: what the first pass
+/// reads and keeps of the labels (see `index::FirstPass::finish`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LabelReach {
+    /// The calls and off-CPU intervals the window holds are labelled by their starts, some
+    /// before it: from the earliest start the seek marks allow (`query`, `explain`).
+    #[default]
+    Window,
+    /// Also the requests and NVTX ranges it lists, by their starts (`query --events`).
+    Listed,
+    /// The recording's start (`query --memory`: the allocations still held in the window
+    /// are labelled when they were made).
+    Start,
 }
 
 /// The filters resolved against one recording.
@@ -80,6 +97,11 @@ pub fn parse_op(name: &str) -> Result<CudaOp> {
 }
 
 impl SelectionSpec {
+    /// Whether a time flag narrows the window (`--since`, `--from`, `--to`, `--at`).
+    pub fn has_time_window(&self) -> bool {
+        self.since.is_some() || self.from.is_some() || self.to.is_some() || self.at.is_some()
+    }
+
     pub fn resolve(&self, clock: &TraceClock, labels: &LabelIndex) -> Result<Selection> {
         let (range, at) = self.window(clock)?;
         self.resolve_in(range, at, labels)

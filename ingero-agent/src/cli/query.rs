@@ -12,7 +12,7 @@ use clap::Args;
 use crate::analyze::fleet::{Fleet, report};
 use crate::analyze::groups::GroupSpec;
 use crate::analyze::kernels::KERNEL_KEY;
-use crate::analyze::{self, EventFormat, QueryMode, SelectionSpec};
+use crate::analyze::{self, EventFormat, LabelReach, QueryMode, SelectionSpec};
 
 /// Which recording and which part of it (shared by `query` and `explain`).
 #[derive(Args, Debug, Clone, Default)]
@@ -72,12 +72,18 @@ impl SelectionArgs {
             pids: self.pid.clone(),
             ops: self.op.clone(),
             labels: self.label.clone(),
+            label_reach: LabelReach::Window,
         }
     }
 
     /// The recording (or the hosts' recordings) with the selection resolved.
     pub fn open(&self) -> Result<Fleet> {
-        let mut fleet = Fleet::open(self.trace.as_deref(), &self.spec(), &self.host)?;
+        self.open_spec(&self.spec())
+    }
+
+    /// [`Self::open`] with `spec` (the flags' own, or with more).
+    pub fn open_spec(&self, spec: &SelectionSpec) -> Result<Fleet> {
+        let mut fleet = Fleet::open(self.trace.as_deref(), spec, &self.host)?;
         if let Some(n) = self.threads {
             for an in fleet.analyses_mut() {
                 an.index.inflate_ahead = n > 1;
@@ -128,7 +134,18 @@ pub fn print(text: &str) -> Result<()> {
 }
 
 pub fn run(args: QueryArgs) -> Result<ExitCode> {
-    let fleet = args.select.open()?;
+    let label_reach = if args.memory {
+        LabelReach::Start
+    } else if args.events {
+        LabelReach::Listed
+    } else {
+        LabelReach::Window
+    };
+    let spec = SelectionSpec {
+        label_reach,
+        ..args.select.spec()
+    };
+    let fleet = args.select.open_spec(&spec)?;
     if args.memory {
         let an = fleet.one("--memory")?;
         let report = analyze::memory::query(an)?;

@@ -151,6 +151,26 @@ impl FileDecoder {
         self.ahead = Some(ahead);
     }
 
+    /// Skips the label packets (annotations, label states, spans, NVTX) from the file's first
+    /// restart mark on, when that mark says the writer restated its label states after each
+    /// restart (their interned names and tracks are still read): `read::labels` reads them
+    /// later, for the stretches a window needs.
+    pub fn skip_labels(&mut self, yes: bool) {
+        self.dec.skip_labels(yes);
+    }
+
+    /// Label packets skipped so far (see [`Self::skip_labels`]).
+    pub fn labels_skipped(&self) -> u64 {
+        self.dec.labels_skipped()
+    }
+
+    /// Reads labels afresh from here on, a restart mark: no longer skipped, and the label
+    /// states left open by what was read before forgotten (the restart restates those open
+    /// across it).
+    pub(crate) fn read_labels_afresh(&mut self) {
+        self.dec.read_labels_afresh();
+    }
+
     /// Containers skipped so far.
     pub fn bundles_skipped(&self) -> u64 {
         self.bundles_skipped

@@ -35,6 +35,10 @@
 //!   yields only the plain packets' records; [`TraceReader::plain_clock_bounds`] then bounds
 //!   the recording's time from the plain clock snapshots the writer puts around every
 //!   container, and [`TraceReader::seek_index`] is what the writer's seek marks said.
+//! - Labels by stretches ([`TraceReader::skip_labels`], [`SkippedLabels`]): a skim may leave
+//!   the label packets after each file's first restart mark unread, and read afterwards only
+//!   those of the stretches a window needs, each from a restart where the writer restated the
+//!   label states open across it.
 //! - Windows ([`TraceReader::seek`], [`seek`]): given that index, a reader decodes only the
 //!   part of each file that can hold records overlapping a window, and skims the rest (or,
 //!   [`TraceReader::events_only`], reads nothing of it but the track descriptors before it):
@@ -53,11 +57,14 @@ mod file_decoder;
 mod framing;
 mod hosts;
 mod inflate;
+mod labels;
 mod open_file;
 pub mod seek;
 
 #[cfg(test)]
 mod hosts_tests;
+#[cfg(test)]
+mod labels_tests;
 #[cfg(test)]
 mod seek_tests;
 #[cfg(test)]
@@ -73,6 +80,7 @@ pub use expand::{ExpandError, ExpandedPackets};
 pub use file_decoder::FileDecoder;
 pub use framing::{ChunkedPackets, PacketReader};
 pub use hosts::{HostRecording, MAX_DEPTH, first_session, host_recordings, natural_cmp};
+pub use labels::SkippedLabels;
 
 use std::collections::VecDeque;
 
@@ -188,6 +196,11 @@ pub struct TraceReader {
     bundles_skipped: u64,
     /// What the clock snapshots of the files already done said.
     clocks: ClocksSeen,
+    /// [`Self::skip_labels`], and the decoders of the files done whose labels were skipped.
+    skip_labels: bool,
+    skipped_labels: Vec<(u64, PathBuf, FileDecoder)>,
+    /// Files taken from `files` so far: the current one is number `taken - 1`.
+    taken: u64,
     /// Containers lost (the first [`MAX_DAMAGE_KEPT`] described), and packets skipped after
     /// them in the files already done.
     damage: Vec<Damage>,
@@ -220,6 +233,9 @@ impl TraceReader {
             truncated: Vec::new(),
             packets: 0,
             skip_bundles: false,
+            skip_labels: false,
+            skipped_labels: Vec::new(),
+            taken: 0,
             inflate_ahead: default_inflate_ahead(),
             bundles_skipped: 0,
             clocks: ClocksSeen::default(),
@@ -237,6 +253,34 @@ impl TraceReader {
     pub fn skip_bundles(mut self) -> Self {
         self.skip_bundles = true;
         self
+    }
+
+    /// With [`Self::skip_bundles`]: the label records (annotations, label states, spans, NVTX)
+    /// of each file are yielded only up to its first restart mark, when that mark says the
+    /// writer restated its label states after each restart (files of older writers are read
+    /// whole); the rest are skipped unread, and [`Self::skipped_labels`] reads those a window
+    /// needs afterwards. The seek marks bound what was skipped
+    /// ([`SeekIndex::labels_extent`]).
+    pub fn skip_labels(mut self) -> Self {
+        self.skip_labels = true;
+        self
+    }
+
+    /// Where the last record of a skim ([`Self::skip_bundles`]) was in the recording: its
+    /// file's place among the reader's files and the offset of the packet that completed it,
+    /// as [`file_order`] orders them.
+    pub fn record_place(&self) -> u64 {
+        let offset = self
+            .current
+            .as_ref()
+            .map_or(0, |c| c.packets.packet_start());
+        file_order(self.taken.saturating_sub(1), offset)
+    }
+
+    /// The labels skipped so far ([`Self::skip_labels`]), to be read by the stretches a window
+    /// needs; call once the reader is done (a file it is still in is left out).
+    pub fn skipped_labels(&mut self) -> SkippedLabels {
+        SkippedLabels::new(std::mem::take(&mut self.skipped_labels), &self.marks)
     }
 
     /// Reads only what can hold records overlapping `window`, by what `index` (a first pass's
@@ -431,6 +475,7 @@ impl TraceReader {
                 let Some(path) = self.files.pop_front() else {
                     return Ok(false);
                 };
+                self.taken += 1;
                 match OpenFile::open(path.clone(), self.how_to_read(&path))? {
                     Some(f) => self.current = Some(f),
                     None => {
@@ -497,6 +542,7 @@ impl TraceReader {
             events_only: self.events_only,
             plan: file.and_then(|(ix, w)| ix.plan(w)),
             plain_sequence: file.and_then(|(ix, _)| ix.plain_sequence()),
+            skip_labels: self.skip_labels,
         }
     }
 
@@ -512,8 +558,20 @@ impl TraceReader {
         self.packets_skipped += cur.decoder.packets_skipped();
         self.bundles_skipped += cur.bundles_skipped();
         self.clocks.merge(&cur.decoder.clocks());
+        if cur.index.labels_skipped() {
+            let ordinal = self.taken.saturating_sub(1);
+            self.skipped_labels
+                .push((ordinal, cur.path.clone(), cur.decoder));
+        }
         self.marks.insert(cur.path, cur.index);
     }
+}
+
+/// A record's place in a recording, for ordering records read in different passes: the
+/// place of its file among the recording's (`ordinal`, from 0) and the offset in that file of
+/// the packet that completed it (files under 1 TiB).
+pub fn file_order(ordinal: u64, offset: u64) -> u64 {
+    (ordinal << 40) | (offset & ((1 << 40) - 1))
 }
 
 /// The records the writer keeps inside its chunks (see [`TraceReader::events_only`]).

@@ -30,6 +30,9 @@ pub(super) struct HowToRead {
     pub plan: Option<Plan>,
     /// The writer's plain sequence, from the file's seek marks.
     pub plain_sequence: Option<u32>,
+    /// Label packets are skipped from the file's first restart on (see
+    /// [`FileDecoder::skip_labels`]).
+    pub skip_labels: bool,
 }
 
 /// Where a read of the file is.
@@ -75,6 +78,7 @@ impl OpenFile {
         };
         let mut decoder = FileDecoder::new();
         decoder.skip_bundles(how.skip_bundles);
+        decoder.skip_labels(how.skip_labels);
         let plain_sequence = how.plain_sequence.unwrap_or(0);
         let only = |plain, others| Outside::Only {
             plain_sequence,

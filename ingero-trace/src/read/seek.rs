@@ -18,6 +18,11 @@
 //!
 //! A file without marks (written before them, or uncompressed: no restarts) has no plan and is
 //! read whole, as is the stretch after the last mark of a file cut short (an agent killed).
+//!
+//! Labels (`read::labels`): each mark also bounds the label records completed in its stretch,
+//! and after each restart the writer restates the label states open across it, so a first
+//! pass may skip the labels of every stretch but the first ([`FileIndex::label_ranges`] then
+//! says where those a window needs are, [`SeekIndex::label_window`] which ones it needs).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -45,8 +50,25 @@ pub struct Mark {
     pub records: Option<(u64, u64)>,
     /// At a restart: the earliest start of the slices open across it (`None`: none).
     pub open_from: Option<u64>,
+    /// Earliest start and latest end of the label records completed in the stretch the mark
+    /// ends (`None`: none).
+    pub labels: Option<(u64, u64)>,
+    /// How many label states the writer restated after the mark (`label open` instants);
+    /// `None`: a mark that says nothing of its labels (an older writer's).
+    pub labels_open: Option<u64>,
     /// The sequence the mark is on: the writer's plain sequence (what a skim decodes).
     pub sequence: u32,
+}
+
+/// Which stretches of a file's skipped labels to read (see [`FileIndex::label_ranges`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LabelStretches {
+    /// Those whose labels the marks do not bound: the tail after the last mark of a file
+    /// without its `file end` (an agent still writing it, or killed), or everything after the
+    /// first restart when a later mark says nothing of its labels.
+    Unbounded,
+    /// Those whose labels, as their marks bound them, overlap the window.
+    Overlapping(TimeRange),
 }
 
 /// The part of a file a window needs decoded in full.
@@ -72,6 +94,14 @@ pub struct FileIndex {
     times: Vec<u64>,
     /// The records' extent of each stretch the marks have ended, in order.
     stretches: Vec<Option<(u64, u64)>>,
+    /// The label records' extent of each stretch the marks have ended, in order.
+    label_stretches: Vec<Option<(u64, u64)>>,
+    /// The file's first restart mark said how many label states it restated: a skim skipping
+    /// labels skipped them from that mark on ([`super::TraceReader::skip_labels`]).
+    labels_indexed: bool,
+    /// A later mark said nothing of its labels: those after the first restart are read
+    /// whole.
+    labels_unbounded: bool,
     /// The `file end` mark was read: the last stretch is known too.
     closed: bool,
     /// The sequence of the marks: the plain sequence, outside the chunks.
@@ -91,7 +121,13 @@ impl FileIndex {
             return;
         }
         self.sequence = Some(mark.sequence);
+        if self.stretches.is_empty() && mark.kind == MarkKind::Restart {
+            self.labels_indexed = mark.labels_open.is_some();
+        } else if mark.labels_open.is_none() {
+            self.labels_unbounded = true;
+        }
         self.stretches.push(mark.records);
+        self.label_stretches.push(mark.labels);
         match mark.kind {
             MarkKind::Restart => {
                 self.restarts.push((offset, mark.open_from));
@@ -181,6 +217,75 @@ impl FileIndex {
     }
 }
 
+impl FileIndex {
+    /// Whether a skim skipping labels skipped this file's from its first restart on.
+    pub fn labels_skipped(&self) -> bool {
+        self.labels_indexed
+    }
+
+    /// Earliest start and latest end of the label records the marks bound.
+    pub fn labels_extent(&self) -> Option<(u64, u64)> {
+        let known = self.label_stretches.iter().flatten();
+        known.fold(None, |acc, &(a, b)| {
+            Some(acc.map_or((a, b), |(x, y): (u64, u64)| (x.min(a), y.max(b))))
+        })
+    }
+
+    /// The parts of the file (a restart mark's offset up to a later one's, `None`: the end)
+    /// holding the skipped labels of the stretches `which` names, in file order, adjacent
+    /// stretches joined. Each starts at a restart mark, after which the writer restated the
+    /// label states open across it. Empty when no label was skipped.
+    pub fn label_ranges(&self, which: LabelStretches) -> Vec<(u64, Option<u64>)> {
+        if !self.labels_indexed {
+            return Vec::new();
+        }
+        if self.labels_unbounded || self.broken {
+            return match which {
+                LabelStretches::Unbounded => vec![(self.start_of(1), None)],
+                LabelStretches::Overlapping(_) => Vec::new(),
+            };
+        }
+        let last = self.restarts.len();
+        let mut out: Vec<(u64, Option<u64>)> = Vec::new();
+        for i in 1..=last {
+            let wanted = match (self.label_stretches.get(i), which) {
+                // The tail of a file without its `file end`: not bounded.
+                (None, w) => w == LabelStretches::Unbounded,
+                (Some(extent), LabelStretches::Overlapping(w)) => {
+                    extent.is_some_and(|(a, b)| a <= w.end_ns && b >= w.start_ns)
+                }
+                (Some(_), LabelStretches::Unbounded) => false,
+            };
+            if !wanted {
+                continue;
+            }
+            let (from, until) = (self.start_of(i), (i < last).then(|| self.start_of(i + 1)));
+            match out.last_mut() {
+                Some(prev) if prev.1 == Some(from) => prev.1 = until,
+                _ => out.push((from, until)),
+            }
+        }
+        out
+    }
+
+    /// A lower bound of the starts of this file's records that overlap `window`, as its
+    /// marks bound them (`None`: none can; 0 for a file read whole). Calls and off-CPU
+    /// intervals begun before the window are looked up by their start: the labels a window
+    /// needs reach back to here.
+    pub fn window_start(&self, window: TimeRange) -> Option<u64> {
+        if self.is_empty() {
+            return Some(0);
+        }
+        let n = self.restarts.len() + 1;
+        let first =
+            (0..n).find(|&i| self.stretch(i).is_some_and(|(_, to)| to >= window.start_ns))?;
+        (first..n)
+            .filter_map(|i| self.stretch(i).map(|r| r.0))
+            .min()
+            .map(|from| from.min(window.start_ns))
+    }
+}
+
 /// The [`FileIndex`] of each file of a recording, by path (from a first pass:
 /// [`super::TraceReader::seek_index`]).
 #[derive(Clone, Debug, Default)]
@@ -202,5 +307,29 @@ impl SeekIndex {
     /// Restart marks across every file.
     pub fn restarts(&self) -> usize {
         self.files.values().map(FileIndex::restarts).sum()
+    }
+
+    /// Earliest start and latest end of the label records every file's marks bound.
+    pub fn labels_extent(&self) -> Option<(u64, u64)> {
+        self.files
+            .values()
+            .filter_map(FileIndex::labels_extent)
+            .reduce(|(a, b), (x, y)| (a.min(x), b.max(y)))
+    }
+
+    /// The labels a window needs: those overlapping it, from the earliest start any file's
+    /// marks allow for a record overlapping it (see [`FileIndex::window_start`]); a file not
+    /// in the index counts as read whole.
+    pub fn label_window<'a>(
+        &self,
+        files: impl IntoIterator<Item = &'a PathBuf>,
+        window: TimeRange,
+    ) -> TimeRange {
+        let start = files
+            .into_iter()
+            .filter_map(|f| self.get(f).map_or(Some(0), |ix| ix.window_start(window)))
+            .min()
+            .unwrap_or(window.start_ns);
+        TimeRange::new(start.min(window.start_ns), window.end_ns)
     }
 }

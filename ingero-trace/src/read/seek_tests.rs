@@ -472,6 +472,8 @@ fn marks_out_of_place_leave_the_file_to_be_read_whole() {
         ts_ns: 0,
         records: Some((10, 20)),
         open_from: None,
+        labels: None,
+        labels_open: None,
         sequence: 3,
     };
     let mut ix = FileIndex::default();
@@ -517,6 +519,8 @@ fn index_of(records: &[(u64, u64)], opens: &[Option<u64>]) -> FileIndex {
             ts_ns: 0,
             records: Some(*r),
             open_from: opens.get(i).copied().flatten(),
+            labels: None,
+            labels_open: None,
             sequence: 3,
         };
         ix.add(100 * (i as u64 + 1), &mark);

@@ -15,6 +15,7 @@ use ingero_ebpf::{CudaOp, OffCpuReason};
 
 use super::{SCENARIO_PID, SCENARIO_T0, annotation, cuda, launch_args, lifecycle, task};
 use crate::model::{Comm, CudaArgs, Event, FinalStats, OffCpu, ProcessOp, SessionInfo};
+use crate::model::{NvtxKind, NvtxRecord};
 use crate::model::{Task, TimelineRecord};
 use crate::write::{Recorder, RecorderConfig, Result};
 
@@ -34,6 +35,11 @@ pub struct EdgeOptions {
     pub max_file_size: u64,
     /// The generator's seed.
     pub seed: u64,
+    /// Labels of every kind besides the steps and requests: a trace-wide `phase` held for
+    /// thousands of records (open across many restarts and files) and cleared now and then,
+    /// annotations that arrive late, requests that began long before they end, NVTX ranges
+    /// (push/pop and start/end) and marks.
+    pub extra_labels: bool,
 }
 
 impl Default for EdgeOptions {
@@ -43,6 +49,7 @@ impl Default for EdgeOptions {
             flush_every: 150,
             max_file_size: 500_000,
             seed: 7,
+            extra_labels: false,
         }
     }
 }
@@ -84,6 +91,12 @@ pub fn records(o: &EdgeOptions) -> Vec<TimelineRecord> {
             stream: None,
             event: None,
         };
+        if o.extra_labels {
+            if let Some(extra) = extra_label(&mut rng, i, ts, t) {
+                out.push(extra);
+                continue;
+            }
+        }
         let rec = match pick / 10 {
             0 if pick == 0 && i % 5 == 0 => {
                 let dur = rng.within(100 * MS, 400 * MS);
@@ -166,6 +179,49 @@ pub fn records(o: &EdgeOptions) -> Vec<TimelineRecord> {
         out.push(rec);
     }
     out
+}
+
+/// One of [`EdgeOptions::extra_labels`]' records for record `i` at `ts` on thread `t`, or
+/// `None` for an ordinary one.
+fn extra_label(rng: &mut Rng, i: u64, ts: u64, t: Task) -> Option<TimelineRecord> {
+    let pick = rng.next() % 1000;
+    if i % 7_000 == 3_500 {
+        // Trace-wide, held across thousands of records; cleared one time in three.
+        let value = ["train", "eval", ""][((i / 7_000) % 3) as usize];
+        return Some(annotation(ts, None, None, &[("phase", value)]));
+    }
+    let rec = match pick {
+        // Late: behind what was written, its state change at the stream's time.
+        0..=1 => {
+            let back = rng.within(MS / 2, 3 * MS).min(ts - SCENARIO_T0);
+            annotation(
+                ts - back,
+                None,
+                Some(PID),
+                &[("epoch", &(i / 9_000).to_string())],
+            )
+        }
+        // A request that began up to a second before.
+        2 => {
+            let back = rng.within(MS, 1_000 * MS).min(ts - SCENARIO_T0);
+            let id = format!("long-{i}");
+            annotation(ts - back, Some(ts), Some(PID), &[("request_id", &id)])
+        }
+        3..=6 => {
+            let kind = [NvtxKind::PushPop, NvtxKind::StartEnd, NvtxKind::Mark][(pick % 3) as usize];
+            let back = if kind == NvtxKind::Mark {
+                0
+            } else {
+                rng.within(10 * US, 20 * MS).min(ts - SCENARIO_T0)
+            };
+            let mut n = NvtxRecord::new(kind, PID, t.tid, ts - back, ts);
+            n.message = ["forward", "backward", "optimizer"][(pick % 3) as usize].to_owned();
+            n.domain = (pick == 6).then(|| "ingero-edges".to_owned());
+            TimelineRecord::Nvtx(n)
+        }
+        _ => return None,
+    };
+    Some(rec)
 }
 
 /// Writes [`records`] to `path` (rotated files beside it) in chunks of

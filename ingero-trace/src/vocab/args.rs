@@ -246,6 +246,21 @@ words! {
         RecordsToNs = "records.to_ns",
         /// The earliest start of the slices still open at this restart (absent: none).
         OpenFromNs = "open.from_ns",
+        /// The earliest start of the label records (annotations, label states, spans, NVTX
+        /// ranges and marks) completed on the plain sequence since the previous mark (absent:
+        /// none).
+        LabelsFromNs = "labels.from_ns",
+        /// The latest end of those label records.
+        LabelsToNs = "labels.to_ns",
+        /// How many [`super::Instant::LabelOpen`] instants follow the mark (0 on a `file
+        /// end`). Present on every mark of a writer that indexes its labels this way.
+        LabelsOpen = "labels.open",
+        /// A `label open` instant's state track.
+        LabelTrack = "label.track",
+        /// When the restated state began.
+        LabelBeginNs = "label.begin_ns",
+        /// The restated state slice's name (`step=42`).
+        LabelName = "label.name",
     }
 }
 

@@ -46,6 +46,10 @@ words! {
         /// The seek mark that closes a file: the [`SeekArg`](super::SeekArg)s of its last
         /// stretch of chunks.
         FileEnd = "file end",
+        /// After a [`Instant::Restart`] mark, one per label state open across it: the state
+        /// restated ([`SeekArg::LabelTrack`](super::SeekArg::LabelTrack) and the others), so
+        /// a reader of the labels from that restart on needs nothing before it.
+        LabelOpen = "label open",
     }
 }
 

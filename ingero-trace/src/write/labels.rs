@@ -36,10 +36,12 @@ pub(super) trait LabelSink {
     fn event_name(&mut self, name: EventName) -> u64;
     /// An instant at `ts`.
     fn instant(&mut self, track: u64, ts: u64, te: TrackEvent) -> Result<()>;
-    /// A slice begun at `ts` and left open.
+    /// A label state's slice begun at `ts` and left open.
     fn begin_open(&mut self, track: u64, ts: u64, te: TrackEvent) -> Result<()>;
     /// Ends the open slice of `track` at `ts`.
     fn end_open(&mut self, track: u64, ts: u64) -> Result<()>;
+    /// A slice from `ts` to `end`, both ends written at once (spans, NVTX ranges).
+    fn complete(&mut self, track: u64, ts: u64, end: u64, te: TrackEvent) -> Result<()>;
     /// The stream's time: where a late label change takes effect.
     fn stream_time(&self) -> u64;
 }
@@ -189,8 +191,7 @@ impl LabelState {
             };
             // Both ends are written now: the lane keeps spans from overlapping on a track, so
             // nothing else can begin on it before this end.
-            sink.begin_open(track, a.ts_ns, te)?;
-            return sink.end_open(track, end.max(a.ts_ns));
+            return sink.complete(track, a.ts_ns, end.max(a.ts_ns), te);
         }
         let track = sink.track(&TrackKey::Labels(scope), hint)?;
         let te = TrackEvent {

@@ -40,8 +40,7 @@ impl Recorder {
         match n.kind {
             NvtxKind::Mark => self.instant(track, n.ts_ns, te),
             NvtxKind::PushPop | NvtxKind::StartEnd => {
-                self.begin_open(track, n.ts_ns, te)?;
-                self.end_open(track, n.end_ns.max(n.ts_ns))
+                self.complete(track, n.ts_ns, n.end_ns.max(n.ts_ns), te)
             }
         }
     }

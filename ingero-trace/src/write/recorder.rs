@@ -29,7 +29,7 @@ use super::encode::{self, EventTail, Head, MachineIdField};
 use super::error::Result;
 use super::files::{self, Naming, Owner, TraceFile};
 use super::identity;
-use super::labels::{LabelSink, LabelState};
+use super::labels::LabelState;
 use super::seek_marks::SeekMarks;
 use super::sequence::{LATE_SEQUENCE, MAIN_SEQUENCE, PLAIN_SEQUENCE, Sequence};
 use super::slices::{Begun, DueEnd, OpenSlices, Placement};
@@ -728,6 +728,6 @@ impl Recorder {
             debug_annotations: args,
             ..Default::default()
         };
-        self.instant(track, ts, te)
+        self.plain_event(event_type::INSTANT, track, ts, te)
     }
 }

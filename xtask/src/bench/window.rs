@@ -5,9 +5,11 @@
 //! a quarter of it, under the target directory, and measures in the same run (CPU seconds,
 //! least of [`ROUNDS`] runs each, one reading thread):
 //!
-//! - the reader: a whole read of the recording (the full scan), the first pass alone (the
-//!   skim `query` and `explain` start with) and the probe events of a window of 1 % of the
-//!   recording's time in its middle, read through the seek index (`window-scan`);
+//! - the reader: a whole read of the recording (the full scan), the first pass of the whole
+//!   recording (the skim reading every label), and for a window of 1 % of the recording's
+//!   time in its middle the first pass `query --from/--to` makes (the skim skipping labels,
+//!   then the labels of the stretches the window needs) and the probe events of the window,
+//!   read through the seek index (`window-scan`);
 //! - `ingero query --json` and `ingero explain --json` on the whole recording, on the 1 %
 //!   window (`--from`/`--to`), and on the window with `INGERO_FULL_SCAN=1`;
 //! - the first pass's CPU per GB of plain packets (labels, descriptors, snapshots: what it
@@ -65,7 +67,17 @@ fn window_scan(bin: &Path, dir: &Path, extra: &[&str]) -> Result<Scan> {
             })
             .collect();
         let scan = Scan { lines };
-        let cpu = |s: &Scan| s.get("first_pass_cpu_s").unwrap_or(f64::MAX);
+        // The rounds' reads all counted: the first passes and the window's second pass.
+        let cpu = |s: &Scan| {
+            [
+                "first_pass_cpu_s",
+                "window_first_pass_cpu_s",
+                "window_cpu_s",
+            ]
+            .iter()
+            .filter_map(|n| s.get(n).ok())
+            .sum::<f64>()
+        };
         best = Some(match best {
             Some(b) if cpu(&b) <= cpu(&scan) => b,
             _ => scan,
@@ -190,8 +202,15 @@ fn measure_all(bin: &Path, long: &Path, short: &Path, size_gb: f64) -> Result<St
     ));
     let fp = first.get("first_pass_cpu_s")?;
     s.push_str(&format!(
-        "| first pass | {fp:.3} | {:.3} | - |\n",
+        "| first pass, every label (the whole recording's) | {fp:.3} | {:.3} | - |\n",
         fp / full
+    ));
+    let wfp = win.get("window_first_pass_cpu_s")?;
+    s.push_str(&format!(
+        "| 1 % window, first pass ({} label records, {:.1} MB of label stretches) | {wfp:.3} | {:.3} | - |\n",
+        win.get("window_labels")?,
+        win.get("label_bytes_read")? / 1e6,
+        wfp / full
     ));
     let mark = |ok: bool| if ok { "met" } else { "missed" };
     s.push_str(&format!(
@@ -200,7 +219,7 @@ fn measure_all(bin: &Path, long: &Path, short: &Path, size_gb: f64) -> Result<St
         window_cpu / full,
         mark(window_cpu / full <= 0.05)
     ));
-    let both = fp + window_cpu;
+    let both = wfp + window_cpu;
     s.push_str(&format!(
         "| 1 % window, both passes | {both:.3} | {:.3} | ≤ 0.05: {} |\n\n",
         both / full,

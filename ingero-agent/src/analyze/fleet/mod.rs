@@ -24,9 +24,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 
+use super::index::seek_from_env;
 use super::selection::SelectionSpec;
 use super::source;
-use super::{Analysis, TraceIndex};
+use super::{Analysis, FirstPass};
 use ingero_trace::clock_quality::ClockQuality;
 use ingero_trace::read::{HostRecording, first_session, host_recordings};
 
@@ -188,9 +189,11 @@ fn check_names(wanted: &[String], names: &[String]) -> Result<()> {
 /// the hosts with something in it.
 fn open_hosts(found: Vec<HostRecording>, spec: &SelectionSpec, source: PathBuf) -> Result<Hosts> {
     let mut indexed = Vec::with_capacity(found.len());
+    let seek = seek_from_env();
+    let windowed = spec.has_time_window();
     for h in found {
-        let index = TraceIndex::build(h.files.clone())?;
-        for f in &index.truncated {
+        let index = FirstPass::read(h.files.clone(), windowed && seek)?;
+        for f in index.truncated() {
             tracing::warn!(host = %h.name, file = %f.display(), "recording ends inside a packet (agent killed?); read up to the last complete one");
         }
         let Some(offset) = index.clock.real_minus_mono else {
@@ -212,6 +215,8 @@ fn open_hosts(found: Vec<HostRecording>, spec: &SelectionSpec, source: PathBuf) 
     for ((h, index, offset), placed) in indexed.into_iter().zip(job.per_host) {
         // A host with nothing in the window has nothing to say about it.
         let Some((range, at)) = placed else { continue };
+        let mut index = index.finish(windowed.then_some((range, spec.label_reach)))?;
+        index.seek_windows = seek;
         let selection = spec.resolve_in(range, at, &index.labels)?;
         let source = h.files.first().cloned().unwrap_or_default();
         hosts.push(HostAnalysis {

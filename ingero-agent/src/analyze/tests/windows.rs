@@ -4,14 +4,18 @@
 //! for many windows, `query --json` (per op, `--group-by step`, `--by-request`),
 //! `explain --json`, `explain --by-request --json`, `query --events --json` and
 //! `query --memory --json` are the same with the index as with `seek_windows` off (what
-//! `INGERO_FULL_SCAN=1` does).
+//! `INGERO_FULL_SCAN=1` does). With the time flags, the first pass reading only the labels of
+//! the stretches the window needs gives the same reports as one reading every label, and as
+//! one that keeps every label (labels of every kind: `synth::edges`' extra labels).
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use crate::analyze::{self, Analysis, EventFormat, QueryMode, SelectionSpec};
+use crate::analyze::{
+    self, Analysis, EventFormat, LabelReach, QueryMode, SelectionSpec, TraceIndex,
+};
 use ingero_trace::read::TimeRange;
 use ingero_trace::synth::edges::{self, EdgeOptions};
 
@@ -21,8 +25,11 @@ fn recording() -> &'static (Vec<PathBuf>, PathBuf) {
         let dir =
             std::env::temp_dir().join(format!("ingero-analyze-{}-windows", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let files = edges::write(dir.join("edges.pftrace"), &EdgeOptions::default())
-            .expect("write the recording");
+        let options = EdgeOptions {
+            extra_labels: true,
+            ..EdgeOptions::default()
+        };
+        let files = edges::write(dir.join("edges.pftrace"), &options).expect("write the recording");
         assert!(files.len() > 2, "several files");
         (files, dir)
     })
@@ -35,21 +42,38 @@ fn open(spec: &SelectionSpec) -> Analysis {
 
 /// Every report the window selection feeds, as JSON.
 fn reports(an: &Analysis) -> Vec<Value> {
+    let reaches = [LabelReach::Window, LabelReach::Listed, LabelReach::Start];
+    reaches.iter().flat_map(|r| reports_with(an, *r)).collect()
+}
+
+/// The reports whose labels reach as far as `reach` says ([`SelectionSpec::label_reach`]):
+/// `query` and `explain`, `query --events`, `query --memory`.
+fn reports_with(an: &Analysis, reach: LabelReach) -> Vec<Value> {
     let mut out = Vec::new();
-    for mode in [
-        QueryMode::Ops,
-        QueryMode::group_by(&["step"]),
-        QueryMode::ByRequest,
-    ] {
-        out.push(analyze::query(an, &mode).expect("query").json().value());
-    }
-    out.push(analyze::explain(an, None).expect("explain").json().value());
-    out.push(analyze::rank_requests(an).expect("ranking").json().value());
-    let mut events = Vec::new();
-    analyze::events::write(an, EventFormat::Json, &mut events).expect("events");
-    out.push(Value::String(String::from_utf8(events).expect("utf-8")));
-    if an.selection.op_mask.is_empty() && an.selection.labels.is_empty() {
-        out.push(analyze::memory::query(an).expect("memory").json().value());
+    match reach {
+        LabelReach::Window => {
+            for mode in [
+                QueryMode::Ops,
+                QueryMode::group_by(&["step"]),
+                QueryMode::group_by(&["phase", "epoch"]),
+                QueryMode::group_by(&["nvtx"]),
+                QueryMode::ByRequest,
+            ] {
+                out.push(analyze::query(an, &mode).expect("query").json().value());
+            }
+            out.push(analyze::explain(an, None).expect("explain").json().value());
+            out.push(analyze::rank_requests(an).expect("ranking").json().value());
+        }
+        LabelReach::Listed => {
+            let mut events = Vec::new();
+            analyze::events::write(an, EventFormat::Json, &mut events).expect("events");
+            out.push(Value::String(String::from_utf8(events).expect("utf-8")));
+        }
+        LabelReach::Start => {
+            if an.selection.op_mask.is_empty() && an.selection.labels.is_empty() {
+                out.push(analyze::memory::query(an).expect("memory").json().value());
+            }
+        }
     }
     out
 }
@@ -136,5 +160,91 @@ fn the_window_flags_and_filters_report_what_a_full_scan_reports() {
     for spec in specs {
         let what = format!("{spec:?}");
         same_both_ways(open(&spec), &what);
+    }
+}
+
+/// The reports of `spec` with the first pass reading only the window's labels, reading every
+/// label (`INGERO_FULL_SCAN=1`), and keeping every label (the index of the whole recording):
+/// the same, for each reach of the labels and its reports.
+fn same_labels_every_way(spec: &SelectionSpec) {
+    for label_reach in [LabelReach::Window, LabelReach::Listed, LabelReach::Start] {
+        let spec = SelectionSpec {
+            label_reach,
+            ..spec.clone()
+        };
+        same_labels(&spec, label_reach);
+    }
+}
+
+fn same_labels(spec: &SelectionSpec, reach: LabelReach) {
+    let (files, dir) = recording();
+    let what = format!("{spec:?}");
+    let open =
+        |seek| Analysis::from_files_seeking(files.clone(), dir.clone(), spec, seek).expect("opens");
+    let (seeking, full) = (open(true), open(false));
+    let mut whole = open(false);
+    whole.index = TraceIndex::build(files.clone()).expect("index");
+    whole.index.seek_windows = false;
+    let (range, at) = (whole.selection.range, whole.selection.at);
+    whole.selection = spec
+        .resolve_in(range, at, &whole.index.labels)
+        .expect("resolves");
+    let (range, clock) = (seeking.selection.range, &seeking.index.clock);
+    let small = (range.end_ns - range.start_ns) * 8 < clock.end_ns - clock.start_ns;
+    if small && reach == LabelReach::Window {
+        // Fewer: this workload's long calls (up to 400 ms), requests (up to a second) and
+        // `phase` states reach far around a window.
+        assert!(
+            seeking.index.records < full.index.records,
+            "{what}: the window's labels are a part: {} of {}",
+            seeking.index.records,
+            full.index.records
+        );
+    }
+    let got = reports_with(&seeking, reach);
+    for (other, name) in [
+        (&full, "reading every label"),
+        (&whole, "keeping every label"),
+    ] {
+        for (i, (a, b)) in got.iter().zip(&reports_with(other, reach)).enumerate() {
+            assert!(
+                a == b,
+                "{what}: report {i} differs from {name}\nwindow's: {a}\nother:    {b}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_first_pass_reads_the_labels_a_window_needs_and_reports_the_same() {
+    let base = open(&SelectionSpec::default());
+    let (a, b) = (base.index.clock.start_ns, base.index.clock.end_ns);
+    let ms = |t: u64| format!("+{}ms", t / 1_000_000);
+    let mut specs = vec![
+        SelectionSpec {
+            since: Some("30ms".into()),
+            ..Default::default()
+        },
+        SelectionSpec {
+            at: Some(ms((b - a) / 2)),
+            ..Default::default()
+        },
+        SelectionSpec {
+            from: Some("+150ms".into()),
+            to: Some("+170ms".into()),
+            labels: vec!["phase=train".into()],
+            ..Default::default()
+        },
+    ];
+    for k in 1..6 {
+        let from = (b - a) / 6 * k;
+        specs.push(SelectionSpec {
+            from: Some(ms(from)),
+            to: Some(ms(from + (b - a) / 40)),
+            ..Default::default()
+        });
+    }
+    for spec in &specs {
+        same_labels_every_way(spec);
     }
 }

@@ -37,11 +37,14 @@ pub(super) fn seek_mark(
     };
     let from = num(SeekArg::RecordsFromNs);
     let to = num(SeekArg::RecordsToNs);
+    let labels = num(SeekArg::LabelsFromNs).zip(num(SeekArg::LabelsToNs));
     Some(Mark {
         kind,
         ts_ns,
         records: from.zip(to),
         open_from: num(SeekArg::OpenFromNs),
+        labels,
+        labels_open: num(SeekArg::LabelsOpen),
         sequence,
     })
 }

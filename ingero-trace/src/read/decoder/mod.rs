@@ -18,6 +18,8 @@
 //! - `track_kind`, `describe`, `plan`, `slices`, `instants`: what a track is, what a slice
 //!   begin resolves to, the open slices and the records they and the instants become;
 //! - `tables`: the state all of the above make up for one file;
+//! - `label_skip`: label packets skipped by a first pass, and the label states a restart
+//!   restates;
 //! - `scanner`: the path that decodes any packet; `fast` (with `memo`): the writer's own
 //!   layouts, decoded without the scanner; `annotations`: the writer's annotations read
 //!   straight into their records.
@@ -28,6 +30,7 @@ mod describe;
 mod fast;
 mod iids;
 mod instants;
+mod label_skip;
 mod memo;
 mod nvtx;
 mod plan;
@@ -115,6 +118,24 @@ impl Decoder {
     /// The seek mark the last packet was, if it was one.
     pub(super) fn take_mark(&mut self) -> Option<crate::read::seek::Mark> {
         self.tables.mark.take()
+    }
+
+    /// Skips label packets from the file's first restart mark on, when it says the writer
+    /// restated its label states (see `label_skip.rs`).
+    pub(super) fn skip_labels(&mut self, yes: bool) {
+        self.tables.label_skip.wanted = yes;
+    }
+
+    /// Label packets skipped so far.
+    pub(super) fn labels_skipped(&self) -> u64 {
+        self.tables.label_skip.skipped
+    }
+
+    /// Labels are read from here on (a restart mark), afresh: see
+    /// `Tables::read_labels_afresh`.
+    pub(super) fn read_labels_afresh(&mut self) {
+        self.fast.forget();
+        self.tables.read_labels_afresh();
     }
 
     /// Packets the byte-layout match decoded so far.

@@ -143,6 +143,9 @@ pub(super) fn packet<'a>(
         return Ok(Step::Nothing);
     };
     let te = track_event(te)?;
+    if t.skips_label(te.track) {
+        return Ok(Step::Nothing);
+    }
     match te.ty as i32 {
         event_type::SLICE_BEGIN => begin(t, slots, seq_id, ts, &te)?,
         event_type::SLICE_END => {
@@ -222,7 +225,15 @@ fn instant_step<'a>(
     slot: &mut ReadRecord,
 ) -> Step<'a> {
     if !t.in_bundle {
-        if let Some(mark) = seek_mark(t.kind(te.track), (seq_id, ts), name, args) {
+        let kind = t.kind(te.track);
+        if matches!(kind, Some(TrackKind::Ingero))
+            && Instant::from_text(name) == Some(Instant::LabelOpen)
+        {
+            t.restate_label(args);
+            return Step::Nothing;
+        }
+        if let Some(mark) = seek_mark(kind, (seq_id, ts), name, args) {
+            t.note_mark(&mark);
             t.mark = Some(mark);
             return Step::Nothing;
         }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::args::Slots;
 use super::iids::IidTable;
+use super::label_skip::LabelSkip;
 use super::sequence::SeqState;
 use super::slices::Track;
 use super::track_kind::TrackKind;
@@ -39,6 +40,8 @@ pub(super) struct Tables {
     pub(super) clocks: ClocksSeen,
     /// The seek mark the last packet outside bundles was (taken by the caller).
     pub(super) mark: Option<Mark>,
+    /// Whether label packets are skipped (`label_skip.rs`).
+    pub(super) label_skip: LabelSkip,
 }
 
 impl Default for Tables {
@@ -55,6 +58,7 @@ impl Default for Tables {
             lost_packets: 0,
             clocks: ClocksSeen::default(),
             mark: None,
+            label_skip: LabelSkip::default(),
         }
     }
 }
