@@ -62,7 +62,8 @@ pub struct TraceIndex {
 /// (what places a time window), the labels read so far, and those left for
 /// [`Self::finish`].
 pub struct FirstPass {
-    pub files: Vec<PathBuf>,
+    files: Vec<PathBuf>,
+    /// The extent and wall clock (what places a window).
     pub clock: TraceClock,
     session: Option<SessionRecord>,
     records: u64,

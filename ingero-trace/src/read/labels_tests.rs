@@ -247,12 +247,9 @@ fn a_small_window_reads_a_small_part_of_the_labels() {
 fn a_file_cut_short_has_its_tail_read_unbounded() {
     let r = labelled();
     let dir = tmp_dir("labels-cut");
-    let mut files = Vec::new();
-    for (i, f) in r.files.iter().enumerate() {
-        let to = dir.join(format!("{i}.pftrace"));
-        std::fs::copy(f, &to).expect("copy");
-        files.push(to);
-    }
+    let files = super::tests::rewritten(&r.files, &dir, "copy", |f, to| {
+        std::fs::copy(f, to).expect("copy");
+    });
     let last = files.last().expect("a file").clone();
     let len = std::fs::metadata(&last).expect("size").len();
     let cut = std::fs::OpenOptions::new()
@@ -447,16 +444,7 @@ fn without_label_index(from: &Path, to: &Path) {
 fn the_previous_writers_files_have_their_labels_read_by_the_first_pass() {
     let r = labelled();
     let dir = tmp_dir("labels-old");
-    let old: Vec<PathBuf> = r
-        .files
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            let to = dir.join(format!("old-{i}.pftrace"));
-            without_label_index(f, &to);
-            to
-        })
-        .collect();
+    let old = super::tests::rewritten(&r.files, &dir, "old", without_label_index);
     let o = Labelled::of(old.clone());
     assert_eq!(o.whole, r.whole, "the same labels");
     for f in &old {

@@ -317,16 +317,7 @@ fn without_marks(from: &Path, to: &Path) {
 fn files_without_marks_are_read_whole() {
     let r = recording();
     let dir = tmp_dir("seek-old");
-    let old: Vec<PathBuf> = r
-        .files
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            let to = dir.join(format!("old-{i}.pftrace"));
-            without_marks(f, &to);
-            to
-        })
-        .collect();
+    let old = super::tests::rewritten(&r.files, &dir, "old", without_marks);
     let o = Recording::of(old.clone());
     assert_eq!(o.whole, r.whole, "the marks are no records");
     for f in &old {

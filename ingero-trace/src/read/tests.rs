@@ -77,6 +77,24 @@ pub(super) fn packets_of(file: &[u8]) -> Vec<Vec<u8>> {
 }
 
 /// `Trace.packet` framing.
+/// Each of `files` rewritten by `rewrite(from, to)` into `dir` (`<stem>-<i>.pftrace`), in order.
+pub(super) fn rewritten(
+    files: &[PathBuf],
+    dir: &Path,
+    stem: &str,
+    rewrite: impl Fn(&Path, &Path),
+) -> Vec<PathBuf> {
+    files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let to = dir.join(format!("{stem}-{i}.pftrace"));
+            rewrite(f, &to);
+            to
+        })
+        .collect()
+}
+
 pub(super) fn frame(out: &mut Vec<u8>, packet: &[u8]) {
     out.push(FRAME);
     varint::put(out, packet.len() as u64);

@@ -9,8 +9,9 @@
 
 use std::sync::Arc;
 
+use super::iids::IidTable;
 use super::plan::OpenBody;
-use super::tables::Tables;
+use super::slices::Track;
 use super::track_kind::TrackKind;
 use super::values::Val;
 use crate::read::seek::{Mark, MarkKind};
@@ -44,33 +45,34 @@ pub(super) fn is_label_track(kind: Option<&TrackKind>) -> bool {
     )
 }
 
-impl Tables {
+impl LabelSkip {
     /// A seek mark was read: the file's first, a restart that says how many label states
     /// follow it restated, starts the skipping when it is wanted (the rule
     /// `FileIndex::labels_skipped` follows).
     pub(super) fn note_mark(&mut self, mark: &Mark) {
-        let first = self.label_skip.marks == 0;
-        self.label_skip.marks += 1;
+        let first = self.marks == 0;
+        self.marks += 1;
         if first && mark.kind == MarkKind::Restart && mark.labels_open.is_some() {
-            self.label_skip.active = self.label_skip.wanted;
+            self.active = self.wanted;
         }
     }
 
-    /// Whether a track event on `track` (outside bundles) is a label packet to skip now; it is
-    /// counted.
+    /// Whether a track event on a track of `kind` is a label packet to skip now (outside
+    /// bundles); it is counted.
     #[inline]
-    pub(super) fn skips_label(&mut self, track: u64) -> bool {
-        if !self.label_skip.active || self.in_bundle || !is_label_track(self.kind(track)) {
+    pub(super) fn skips(&mut self, in_bundle: bool, kind: Option<&TrackKind>) -> bool {
+        if !self.active || in_bundle || !is_label_track(kind) {
             return false;
         }
-        self.label_skip.skipped += 1;
+        self.skipped += 1;
         true
     }
 
-    /// A `label open` instant: the state it restates opens on its track, unless a slice is
-    /// open there already (a read that decoded its begin) or labels are being skipped.
-    pub(super) fn restate_label(&mut self, args: &[(Arc<str>, Val)]) {
-        if self.label_skip.active {
+    /// A `label open` instant: the state it restates opens on its track in `tracks`, unless a
+    /// slice is open there already (a read that decoded its begin) or labels are being
+    /// skipped.
+    pub(super) fn restate(&self, tracks: &mut IidTable<Track>, args: &[(Arc<str>, Val)]) {
+        if self.active {
             return;
         }
         let (mut track, mut begin, mut name) = (None, None, None);
@@ -86,7 +88,7 @@ impl Tables {
         let (Some(track), Some(begin), Some(name)) = (track, begin, name) else {
             return;
         };
-        let Some(tr) = self.tracks.get_mut(track) else {
+        let Some(tr) = tracks.get_mut(track) else {
             return;
         };
         if matches!(tr.kind, Some(TrackKind::State(..))) && tr.open.is_empty() {
@@ -94,13 +96,13 @@ impl Tables {
         }
     }
 
-    /// A read of labels starts afresh at a restart: the state slices left open by what was
-    /// read before (whose ends may have been skipped) are forgotten, and labels are no
-    /// longer skipped.
-    pub(super) fn read_labels_afresh(&mut self) {
-        self.label_skip.wanted = false;
-        self.label_skip.active = false;
-        for t in self.tracks.values_mut() {
+    /// A read of labels starts afresh at a restart: the state slices of `tracks` left open by
+    /// what was read before (whose ends may have been skipped) are forgotten, and labels are
+    /// no longer skipped.
+    pub(super) fn read_afresh(&mut self, tracks: &mut IidTable<Track>) {
+        self.wanted = false;
+        self.active = false;
+        for t in tracks.values_mut() {
             if matches!(t.kind, Some(TrackKind::State(..))) {
                 t.open.clear();
                 t.bodies.clear();

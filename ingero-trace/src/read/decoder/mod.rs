@@ -132,10 +132,11 @@ impl Decoder {
     }
 
     /// Labels are read from here on (a restart mark), afresh: see
-    /// `Tables::read_labels_afresh`.
+    /// `LabelSkip::read_afresh`.
     pub(super) fn read_labels_afresh(&mut self) {
         self.fast.forget();
-        self.tables.read_labels_afresh();
+        let t = &mut self.tables;
+        t.label_skip.read_afresh(&mut t.tracks);
     }
 
     /// Packets the byte-layout match decoded so far.

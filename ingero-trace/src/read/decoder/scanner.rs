@@ -143,7 +143,8 @@ pub(super) fn packet<'a>(
         return Ok(Step::Nothing);
     };
     let te = track_event(te)?;
-    if t.skips_label(te.track) {
+    let kind = t.tracks.get(te.track).and_then(|tr| tr.kind.as_ref());
+    if t.label_skip.skips(t.in_bundle, kind) {
         return Ok(Step::Nothing);
     }
     match te.ty as i32 {
@@ -229,11 +230,11 @@ fn instant_step<'a>(
         if matches!(kind, Some(TrackKind::Ingero))
             && Instant::from_text(name) == Some(Instant::LabelOpen)
         {
-            t.restate_label(args);
+            t.label_skip.restate(&mut t.tracks, args);
             return Step::Nothing;
         }
         if let Some(mark) = seek_mark(kind, (seq_id, ts), name, args) {
-            t.note_mark(&mark);
+            t.label_skip.note_mark(&mark);
             t.mark = Some(mark);
             return Step::Nothing;
         }
