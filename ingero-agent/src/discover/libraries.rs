@@ -17,6 +17,7 @@ use ingero_ebpf::CudaLibrary;
 
 use super::kind::{kind_from_exports, kind_from_path};
 use super::places::{DRIVER_PATTERNS, host_patterns, matching_below};
+use super::proc_maps::{mapped_paths, pids_in, reachable};
 use super::symbols::exported_functions;
 
 /// One distinct library file.
@@ -60,16 +61,7 @@ impl Search {
 /// CUDA libraries mapped by one process, from its maps file: each path once, with its kind.
 pub fn mapped_cuda_libraries(maps: &str) -> Vec<(PathBuf, CudaLibrary)> {
     let mut out: Vec<(PathBuf, CudaLibrary)> = Vec::new();
-    for line in maps.lines() {
-        // address perms offset dev inode pathname (the pathname may contain spaces)
-        let Some(path) = line
-            .splitn(6, char::is_whitespace)
-            .nth(5)
-            .map(str::trim_start)
-        else {
-            continue;
-        };
-        let path = Path::new(path.strip_suffix(" (deleted)").unwrap_or(path));
+    for path in mapped_paths(maps) {
         let Some(kind) = kind_from_path(path) else {
             continue;
         };
@@ -78,15 +70,6 @@ pub fn mapped_cuda_libraries(maps: &str) -> Vec<(PathBuf, CudaLibrary)> {
         }
     }
     out
-}
-
-fn pids_in(proc_root: &Path) -> Vec<u32> {
-    let Ok(dir) = fs::read_dir(proc_root) else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
-        .collect()
 }
 
 /// Distinct files by (device, inode), in the order of that key.
@@ -148,9 +131,7 @@ pub fn find_cuda_libraries(search: &Search) -> Result<Vec<LibraryFile>> {
         let root = proc_dir.join("root");
         if let Ok(maps) = fs::read_to_string(proc_dir.join("maps")) {
             for (path, kind) in mapped_cuda_libraries(&maps) {
-                let rooted = root.join(path.strip_prefix("/").unwrap_or(&path));
-                let reachable = if rooted.exists() { rooted } else { path };
-                found.add(reachable, kind, Some(pid));
+                found.add(reachable(&proc_dir, &path), kind, Some(pid));
             }
         }
         // A process whose root is not the host's runs in a container: the container toolkit

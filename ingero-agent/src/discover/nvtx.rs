@@ -16,6 +16,8 @@ use std::{
 };
 
 use anyhow::{Context, Result};
+
+use super::proc_maps::{mapped_paths, pids_in, reachable};
 use ingero_ebpf::NvtxCall;
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 
@@ -42,13 +44,7 @@ pub fn find_nvtx_libraries(proc_root: &Path, pids: Option<&[u32]>) -> Vec<NvtxLi
     let pids = match pids {
         Some(p) => p,
         None => {
-            all = fs::read_dir(proc_root)
-                .map(|d| {
-                    d.filter_map(|e| e.ok())
-                        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
-                        .collect()
-                })
-                .unwrap_or_default();
+            all = pids_in(proc_root);
             &all
         }
     };
@@ -59,11 +55,7 @@ pub fn find_nvtx_libraries(proc_root: &Path, pids: Option<&[u32]>) -> Vec<NvtxLi
             continue;
         };
         for path in mapped_nvtx_libraries(&maps) {
-            // Through /proc/<pid>/root the file is reachable in another mount namespace too.
-            let rooted = proc_dir
-                .join("root")
-                .join(path.strip_prefix("/").unwrap_or(&path));
-            let path = if rooted.exists() { rooted } else { path };
+            let path = reachable(&proc_dir, &path);
             let Ok(meta) = fs::metadata(&path) else {
                 continue;
             };
@@ -84,15 +76,7 @@ pub fn find_nvtx_libraries(proc_root: &Path, pids: Option<&[u32]>) -> Vec<NvtxLi
 /// NVTX library paths in a maps file, each once.
 pub fn mapped_nvtx_libraries(maps: &str) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
-    for line in maps.lines() {
-        let Some(path) = line
-            .splitn(6, char::is_whitespace)
-            .nth(5)
-            .map(str::trim_start)
-        else {
-            continue;
-        };
-        let path = Path::new(path.strip_suffix(" (deleted)").unwrap_or(path));
+    for path in mapped_paths(maps) {
         let named = path
             .file_name()
             .and_then(|n| n.to_str())
