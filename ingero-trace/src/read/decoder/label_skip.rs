@@ -57,11 +57,14 @@ impl LabelSkip {
         }
     }
 
-    /// Whether a track event on a track of `kind` is a label packet to skip now (outside
-    /// bundles); it is counted.
+    /// Whether a track event on `track` of `tracks` is a label packet to skip now (outside
+    /// bundles); it is counted. The track is looked up only while skipping.
     #[inline]
-    pub(super) fn skips(&mut self, in_bundle: bool, kind: Option<&TrackKind>) -> bool {
-        if !self.active || in_bundle || !is_label_track(kind) {
+    pub(super) fn skips(&mut self, in_bundle: bool, tracks: &IidTable<Track>, track: u64) -> bool {
+        if !self.active || in_bundle {
+            return false;
+        }
+        if !is_label_track(tracks.get(track).and_then(|t| t.kind.as_ref())) {
             return false;
         }
         self.skipped += 1;

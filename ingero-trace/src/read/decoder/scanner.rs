@@ -143,8 +143,7 @@ pub(super) fn packet<'a>(
         return Ok(Step::Nothing);
     };
     let te = track_event(te)?;
-    let kind = t.tracks.get(te.track).and_then(|tr| tr.kind.as_ref());
-    if t.label_skip.skips(t.in_bundle, kind) {
+    if t.label_skip.skips(t.in_bundle, &t.tracks, te.track) {
         return Ok(Step::Nothing);
     }
     match te.ty as i32 {
