@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use ingero_trace::clock::process_cpu_secs;
-use ingero_trace::model::ReadRecord;
 use ingero_trace::read::seek::LabelStretches;
 use ingero_trace::read::{
     ChunkedPackets, TimeRange, TraceReader, default_inflate_ahead, recording_files,
@@ -100,10 +99,7 @@ fn window_first_pass(files: &[PathBuf], w: TimeRange) -> Result<(u64, u64)> {
         .skip_labels();
     let mut labels = 0u64;
     skim.for_each_record(|r| {
-        if matches!(
-            r,
-            ReadRecord::Annotation(_) | ReadRecord::LabelState(_) | ReadRecord::Nvtx(_)
-        ) {
+        if r.is_label() {
             labels += 1;
         }
     })?;

@@ -164,9 +164,8 @@ impl FirstPass {
             truncated,
             seek,
             mut labels,
-            skipped,
+            mut skipped,
         } = self;
-        let mut skipped = skipped;
         let needed = match window {
             Some((w, reach)) => Some(needed_labels(
                 &files,

@@ -233,6 +233,15 @@ pub enum ReadRecord {
 }
 
 impl ReadRecord {
+    /// Whether it is a label record (an annotation, a label state, an NVTX range or mark):
+    /// what a first pass skipping labels leaves for later (`read::SkippedLabels`).
+    pub fn is_label(&self) -> bool {
+        matches!(
+            self,
+            ReadRecord::Annotation(_) | ReadRecord::LabelState(_) | ReadRecord::Nvtx(_)
+        )
+    }
+
     /// Start and end of the record on the trace clock (equal for instants).
     pub fn interval(&self) -> (u64, u64) {
         match self {

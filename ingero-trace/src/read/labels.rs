@@ -150,17 +150,9 @@ fn read_range(
             })?;
         // What the marks are and said is known from the first pass.
         let _ = file.decoder.take_mark();
-        if done && is_label(slot) {
+        if done && slot.is_label() {
             f(slot, file_order(file.ordinal, offset));
         }
     }
     Ok((packets.offset().min(end) - from, decoded))
-}
-
-/// The records a skim skipping labels leaves out.
-pub(super) fn is_label(rec: &ReadRecord) -> bool {
-    matches!(
-        rec,
-        ReadRecord::Annotation(_) | ReadRecord::LabelState(_) | ReadRecord::Nvtx(_)
-    )
 }

@@ -11,7 +11,6 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 
-use super::labels::is_label;
 use super::seek::{FileIndex, LabelStretches, Mark, MarkKind};
 use super::tests::tmp_dir;
 use super::{PacketReader, SkippedLabels, TimeRange, TraceReader};
@@ -47,11 +46,11 @@ impl Labelled {
     fn of(files: Vec<PathBuf>) -> Labelled {
         let whole = read_all(&files, false)
             .into_iter()
-            .filter(is_label)
+            .filter(ReadRecord::is_label)
             .collect();
         let others = read_all(&files, true)
             .into_iter()
-            .filter(|r| !is_label(r))
+            .filter(|r| !r.is_label())
             .collect();
         let mut lite = TraceReader::from_files(files.clone(), TimeRange::all())
             .skip_bundles()
@@ -60,7 +59,7 @@ impl Labelled {
         let mut first_pass_others = Vec::new();
         let mut rec = super::empty_record();
         while lite.next_into(&mut rec).expect("skim") {
-            if is_label(&rec) {
+            if rec.is_label() {
                 first_pass.push((lite.record_place(), rec.clone()));
             } else {
                 first_pass_others.push(rec.clone());

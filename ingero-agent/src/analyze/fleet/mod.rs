@@ -192,11 +192,11 @@ fn open_hosts(found: Vec<HostRecording>, spec: &SelectionSpec, source: PathBuf) 
     let seek = seek_from_env();
     let windowed = spec.has_time_window();
     for h in found {
-        let index = FirstPass::read(h.files.clone(), windowed && seek)?;
-        for f in index.truncated() {
+        let pass = FirstPass::read(h.files.clone(), windowed && seek)?;
+        for f in pass.truncated() {
             tracing::warn!(host = %h.name, file = %f.display(), "recording ends inside a packet (agent killed?); read up to the last complete one");
         }
-        let Some(offset) = index.clock.real_minus_mono else {
+        let Some(offset) = pass.clock.real_minus_mono else {
             bail!(
                 "the recording of host {} has no wall-clock reference, so it cannot be placed \
                  beside the others; query it alone (--host {})",
@@ -204,7 +204,7 @@ fn open_hosts(found: Vec<HostRecording>, spec: &SelectionSpec, source: PathBuf) 
                 h.name
             );
         };
-        indexed.push((h, index, offset));
+        indexed.push((h, pass, offset));
     }
     let extents: Vec<(u64, u64, i128)> = indexed
         .iter()
@@ -212,10 +212,10 @@ fn open_hosts(found: Vec<HostRecording>, spec: &SelectionSpec, source: PathBuf) 
         .collect();
     let job = window::JobWindow::resolve(spec, &extents)?;
     let mut hosts = Vec::with_capacity(indexed.len());
-    for ((h, index, offset), placed) in indexed.into_iter().zip(job.per_host) {
+    for ((h, pass, offset), placed) in indexed.into_iter().zip(job.per_host) {
         // A host with nothing in the window has nothing to say about it.
         let Some((range, at)) = placed else { continue };
-        let mut index = index.finish(windowed.then_some((range, spec.label_reach)))?;
+        let mut index = pass.finish(windowed.then_some((range, spec.label_reach)))?;
         index.seek_windows = seek;
         let selection = spec.resolve_in(range, at, &index.labels)?;
         let source = h.files.first().cloned().unwrap_or_default();
