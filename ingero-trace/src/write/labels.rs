@@ -32,6 +32,19 @@ pub(super) trait LabelSink {
     /// The iid of a label's debug-annotation key on the plain sequence (`None`: write it
     /// inline).
     fn label_key(&mut self, key: &str) -> Option<u64>;
+    /// `value` named `key`: by its iid on the plain sequence, or inline past the interner's
+    /// cap.
+    fn named(&mut self, key: &str, value: DebugAnnotation) -> DebugAnnotation {
+        let (name_iid, name) = match self.label_key(key) {
+            Some(iid) => (Some(iid), None),
+            None => (None, Some(key.to_owned())),
+        };
+        DebugAnnotation {
+            name_iid,
+            name,
+            ..value
+        }
+    }
     /// The iid of a fixed event name on the plain sequence.
     fn event_name(&mut self, name: EventName) -> u64;
     /// An instant at `ts`.
@@ -125,16 +138,11 @@ impl LabelState {
         let mut args = Vec::with_capacity(a.labels.len() + 8);
         for (k, v) in &a.labels {
             let key = format!("{}{k}", vocab::LABEL_PREFIX);
-            let (name_iid, name) = match sink.label_key(&key) {
-                Some(iid) => (Some(iid), None),
-                None => (None, Some(key)),
-            };
-            args.push(DebugAnnotation {
-                name_iid,
-                name,
+            let value = DebugAnnotation {
                 string_value: Some(v.clone()),
                 ..Default::default()
-            });
+            };
+            args.push(sink.named(&key, value));
         }
         provenance(a.provenance_uid, a.provenance_pid, &mut args);
         let uint = |key: ArgKey, v: u64| DebugAnnotation {

@@ -63,17 +63,7 @@ impl Recorder {
 /// The arguments that are set, by their interned names.
 fn nvtx_args(sink: &mut impl LabelSink, n: &NvtxRecord) -> Vec<DebugAnnotation> {
     let mut out = Vec::with_capacity(8);
-    let mut arg = |key: NvtxArg, value: DebugAnnotation| {
-        let (name_iid, name) = match sink.label_key(key.text()) {
-            Some(iid) => (Some(iid), None),
-            None => (None, Some(key.text().to_owned())),
-        };
-        out.push(DebugAnnotation {
-            name_iid,
-            name,
-            ..value
-        });
-    };
+    let mut arg = |key: NvtxArg, value: DebugAnnotation| out.push(sink.named(key.text(), value));
     let uint = |v: u64| DebugAnnotation {
         uint_value: Some(v),
         ..Default::default()

@@ -54,13 +54,13 @@ impl Recorder {
         let mut result = Ok(());
         for (state_track, label) in &open {
             let mut args = Vec::with_capacity(label.args.len() + 3);
-            args.push(self.seek_arg(SeekArg::LabelTrack, uint(*state_track)));
-            args.push(self.seek_arg(SeekArg::LabelBeginNs, uint(label.ts)));
+            args.push(self.named(SeekArg::LabelTrack.text(), uint(*state_track)));
+            args.push(self.named(SeekArg::LabelBeginNs.text(), uint(label.ts)));
             let name = DebugAnnotation {
                 string_value: Some(label.name.clone()),
                 ..Default::default()
             };
-            args.push(self.seek_arg(SeekArg::LabelName, name));
+            args.push(self.named(SeekArg::LabelName.text(), name));
             args.extend(label.args.iter().cloned());
             result = self.ingero_instant(track, base, Instant::LabelOpen, args);
             if result.is_err() {
@@ -104,22 +104,9 @@ impl Recorder {
         let mut args = Vec::with_capacity(values.len());
         for (key, value) in values {
             let Some(v) = value else { continue };
-            args.push(self.seek_arg(key, uint(v)));
+            args.push(self.named(key.text(), uint(v)));
         }
         self.ingero_instant(track, ts, which, args)
-    }
-
-    /// `value` named `key`: interned on the plain sequence, or inline past its cap.
-    fn seek_arg(&mut self, key: SeekArg, value: DebugAnnotation) -> DebugAnnotation {
-        let (name_iid, name) = match self.plain.interner.debug_name(key.text()) {
-            Some(iid) => (Some(iid), None),
-            None => (None, Some(key.text().to_owned())),
-        };
-        DebugAnnotation {
-            name_iid,
-            name,
-            ..value
-        }
     }
 }
 
