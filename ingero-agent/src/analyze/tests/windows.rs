@@ -78,18 +78,22 @@ fn reports_with(an: &Analysis, reach: LabelReach) -> Vec<Value> {
     out
 }
 
+/// Two reads' reports, `names` saying which is which: the same, report by report.
+fn assert_same_reports(what: &str, names: (&str, &str), got: &[Value], other: &[Value]) {
+    assert_eq!(got.len(), other.len(), "{what}: as many reports");
+    let (x, y) = names;
+    for (i, (a, b)) in got.iter().zip(other).enumerate() {
+        assert!(a == b, "{what}: report {i} differs\n{x}: {a}\n{y}: {b}");
+    }
+}
+
 /// The reports of `an` read through the index and by a full scan: the same, and not empty.
 fn same_both_ways(mut an: Analysis, what: &str) {
     an.index.seek_windows = true;
     let indexed = reports(&an);
     an.index.seek_windows = false;
     let full = reports(&an);
-    for (i, (a, b)) in indexed.iter().zip(&full).enumerate() {
-        assert!(
-            a == b,
-            "{what}: report {i} differs\nindexed: {a}\nfull:    {b}"
-        );
-    }
+    assert_same_reports(what, ("indexed", "full"), &indexed, &full);
 }
 
 #[test]
@@ -206,12 +210,8 @@ fn same_labels(spec: &SelectionSpec, reach: LabelReach) {
         (&full, "reading every label"),
         (&whole, "keeping every label"),
     ] {
-        for (i, (a, b)) in got.iter().zip(&reports_with(other, reach)).enumerate() {
-            assert!(
-                a == b,
-                "{what}: report {i} differs from {name}\nwindow's: {a}\nother:    {b}"
-            );
-        }
+        let names = ("the window's labels", name);
+        assert_same_reports(&what, names, &got, &reports_with(other, reach));
     }
 }
 
