@@ -173,6 +173,13 @@ impl FileIndex {
             .map_or(0, |(offset, _)| *offset)
     }
 
+    /// The first stretch whose records reach `a`: every record begun before it ends before
+    /// `a`. `None`: no record reaches `a`.
+    fn first_reaching(&self, a: u64) -> Option<usize> {
+        let n = self.restarts.len() + 1;
+        (0..n).find(|&i| self.stretch(i).is_some_and(|(_, to)| to >= a))
+    }
+
     /// What a reader of the records overlapping `window` must decode; `None`: the whole file
     /// (no usable marks).
     pub fn plan(&self, window: TimeRange) -> Option<Plan> {
@@ -181,8 +188,7 @@ impl FileIndex {
         }
         let (a, b) = (window.start_ns, window.end_ns);
         let n = self.restarts.len() + 1;
-        // Every record begun before the first stretch reaching `a` ends before `a`.
-        let Some(first) = (0..n).find(|&i| self.stretch(i).is_some_and(|(_, to)| to >= a)) else {
+        let Some(first) = self.first_reaching(a) else {
             return Some(Plan::Nothing);
         };
         // The earliest start of the records begun from each stretch on.
@@ -277,8 +283,7 @@ impl FileIndex {
             return Some(0);
         }
         let n = self.restarts.len() + 1;
-        let first =
-            (0..n).find(|&i| self.stretch(i).is_some_and(|(_, to)| to >= window.start_ns))?;
+        let first = self.first_reaching(window.start_ns)?;
         (first..n)
             .filter_map(|i| self.stretch(i).map(|r| r.0))
             .min()
