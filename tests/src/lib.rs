@@ -15,7 +15,7 @@ use std::{
     io::{BufRead, BufReader, Read, Write},
     path::{Path, PathBuf},
     process::{Child, ChildStdin, ChildStdout, Command, Stdio},
-    sync::mpsc,
+    sync::{Mutex, mpsc},
     thread,
     time::{Duration, Instant},
 };
@@ -97,21 +97,41 @@ fn required_env_path(var: &str, what: &str) -> Result<PathBuf> {
 
 /// Compiles the C fixture `tests/fixtures/{name}.c` into `target/test-fixtures/{output}`.
 /// The benchmarks build the same fixtures through this function.
+///
+/// Tests run in parallel and several use the same fixture, so a fixture is compiled once per
+/// process, and into a file of its own that is then renamed over `output`: compiling in place
+/// would open the program for writing while another test executes it (`Text file busy`) or
+/// swap it under a starting process. Another test process building the same fixture at the
+/// same time replaces it with identical bytes the same way.
 pub fn build_fixture(name: &str, output: &str, extra: &[&str]) -> Result<PathBuf> {
+    static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
+    let key = format!("{name}\0{output}\0{}", extra.join("\0"));
+    // Held while compiling, so two tests asking for one fixture compile it once.
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, path)) = built.iter().find(|(k, _)| *k == key) {
+        return Ok(path.clone());
+    }
     let src = root().join("tests/fixtures").join(format!("{name}.c"));
     let out_dir = root().join("target/test-fixtures");
     std::fs::create_dir_all(&out_dir)?;
     let out = out_dir.join(output);
+    let partial = out_dir.join(format!(".{output}.{}.partial", std::process::id()));
     let status = Command::new("cc")
         .args(["-O2", "-Wall", "-Werror", "-o"])
-        .arg(&out)
+        .arg(&partial)
         .arg(&src)
         .args(extra)
         .status()
         .context("running cc")?;
     if !status.success() {
+        let _ = std::fs::remove_file(&partial);
         bail!("compiling {} failed", src.display());
     }
+    std::fs::rename(&partial, &out)
+        .with_context(|| format!("moving {} to {}", partial.display(), out.display()))?;
+    built.push((key, out.clone()));
     Ok(out)
 }
 
@@ -130,7 +150,7 @@ const ATTACH_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct Agent {
     child: Child,
     stdout: mpsc::Receiver<String>,
-    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    stderr: std::sync::Arc<Mutex<String>>,
 }
 
 impl Agent {
@@ -169,7 +189,7 @@ impl Agent {
                 }
             }
         });
-        let stderr_text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let stderr_text = std::sync::Arc::new(Mutex::new(String::new()));
         let (attached_tx, attached_rx) = mpsc::channel();
         let mut stderr = child.stderr.take().context("agent stderr")?;
         let sink = stderr_text.clone();

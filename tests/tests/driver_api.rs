@@ -190,18 +190,19 @@ fn registered_kernel_is_named(runtime: &std::path::Path) -> Result<()> {
     let pid = program.read()?["pid"].as_u64().context("pid")?;
     let agent = Agent::start(&["--cuda-lib", &lib, "--pid", &pid.to_string()])?;
     let done = program.go_and_finish()?;
-    let all = agent.stop()?;
+    // The agent's statistics (names learned, deferred, unreadable) say why a name is missing.
+    let (all, stderr) = agent.stop_with_stderr()?;
     let launches = calls(&all, "cudaLaunchKernel", pid);
     assert_eq!(
         launches.len(),
         2,
-        "{lib}: cudaLaunchKernel and __cudaLaunchKernel, each once: {launches:?}"
+        "{lib}: cudaLaunchKernel and __cudaLaunchKernel, each once: {launches:?}\n{stderr}"
     );
     for l in launches {
         assert_eq!(l["args"]["func"], done["func"]);
         assert_eq!(
-            l["args"]["kernel"],
-            "void demo::scale<4>(float*, float, int)"
+            l["args"]["kernel"], "void demo::scale<4>(float*, float, int)",
+            "{l}\nthe agent's stderr:\n{stderr}"
         );
         assert_eq!(l["args"]["kernel_mangled"], "_ZN4demo5scaleILi4EEEvPffi");
         assert_eq!(l["args"]["kernel_source"], "registration");
