@@ -117,7 +117,12 @@ pub fn build_fixture(name: &str, output: &str, extra: &[&str]) -> Result<PathBuf
     let out_dir = root().join("target/test-fixtures");
     std::fs::create_dir_all(&out_dir)?;
     let out = out_dir.join(output);
-    let partial = out_dir.join(format!(".{output}.{}.partial", std::process::id()));
+    let file_name = out
+        .file_name()
+        .with_context(|| format!("fixture output `{output}` names no file"))?
+        .to_string_lossy();
+    // Beside the output (which may be in a subdirectory), so the rename stays on one file system.
+    let partial = out.with_file_name(format!(".{file_name}.{}.partial", std::process::id()));
     let status = Command::new("cc")
         .args(["-O2", "-Wall", "-Werror", "-o"])
         .arg(&partial)
