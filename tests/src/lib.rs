@@ -15,7 +15,7 @@ use std::{
     io::{BufRead, BufReader, Read, Write},
     path::{Path, PathBuf},
     process::{Child, ChildStdin, ChildStdout, Command, Stdio},
-    sync::{Mutex, mpsc},
+    sync::{Arc, Mutex, mpsc},
     thread,
     time::{Duration, Instant},
 };
@@ -155,7 +155,7 @@ const ATTACH_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct Agent {
     child: Child,
     stdout: mpsc::Receiver<String>,
-    stderr: std::sync::Arc<Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
 }
 
 impl Agent {
@@ -194,7 +194,7 @@ impl Agent {
                 }
             }
         });
-        let stderr_text = std::sync::Arc::new(Mutex::new(String::new()));
+        let stderr_text = Arc::new(Mutex::new(String::new()));
         let (attached_tx, attached_rx) = mpsc::channel();
         let mut stderr = child.stderr.take().context("agent stderr")?;
         let sink = stderr_text.clone();

@@ -190,7 +190,8 @@ fn registered_kernel_is_named(runtime: &std::path::Path) -> Result<()> {
     let pid = program.read()?["pid"].as_u64().context("pid")?;
     let agent = Agent::start(&["--cuda-lib", &lib, "--pid", &pid.to_string()])?;
     let done = program.go_and_finish()?;
-    // The agent's statistics (names learned, deferred, unreadable) say why a name is missing.
+    // The agent's summary on stderr (its KERNEL table lists the names it learned) tells a
+    // missed registration from a lost name.
     let (all, stderr) = agent.stop_with_stderr()?;
     let launches = calls(&all, "cudaLaunchKernel", pid);
     assert_eq!(
