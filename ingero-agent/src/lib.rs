@@ -15,6 +15,7 @@ pub mod cli;
 pub mod daemon;
 pub mod decode;
 pub mod discover;
+pub mod exits;
 pub mod export;
 pub mod graphs;
 pub mod kernels;

@@ -8,6 +8,10 @@
 //! unknown first takes whatever the names ring holds, then asks the store (which falls back to
 //! the ELF symbols of the process).
 //!
+//! A process's exit is read from the scheduler ring, its last launches perhaps later from the
+//! CUDA ring: what is kept per process is forgotten only after the next drain of the CUDA ring
+//! ([`crate::exits`]).
+//!
 //! The first event of each process (when recording or printing `--json`) also reads its rank
 //! from its environment ([`crate::ranks`]); a rank becomes an annotation written just before
 //! that event, through the same path as the annotations clients send.
@@ -28,6 +32,7 @@ use ingero_trace::model::{
 
 use crate::{
     decode::{self, DecodeError, NameFact, NameWhat},
+    exits::{ExitMark, WaitingExits},
     export::otlp::live::run::OtlpRun,
     graphs::Graphs,
     kernels::{KernelNameLimits, KernelNames},
@@ -56,6 +61,8 @@ pub struct Pipeline {
     pub graphs: Graphs,
     /// The names ring, when the pipeline drains it itself (the agent; not the benchmarks).
     names: Option<RingBuf<MapData>>,
+    /// Exits read from the scheduler ring, waiting for the CUDA ring's next drain.
+    pub exits: WaitingExits,
     /// The processes seen, and the rank labels read from their environments.
     pub ranks: Ranks,
     /// The NVTX socket's counters, when it is open (for the statistics and drops).
@@ -79,6 +86,7 @@ impl Pipeline {
             kernels: KernelNames::new(KernelNameLimits::default()),
             graphs: Graphs::default(),
             names: None,
+            exits: WaitingExits::default(),
             ranks: Ranks::default(),
             nvtx: None,
             nvtx_fallback: Fallback::default_limits(),
@@ -164,6 +172,32 @@ impl Pipeline {
         self.graphs.follow(c);
     }
 
+    /// Before a drain of the CUDA ring: the exits read so far, which that drain settles.
+    pub fn cuda_drain_begins(&self) -> ExitMark {
+        self.exits.mark()
+    }
+
+    /// After a drain of the CUDA ring that began at `mark`: the processes whose exits were
+    /// read before it are forgotten (their last CUDA records were in that drain).
+    pub fn cuda_drain_ended(&mut self, mark: ExitMark) {
+        while let Some(pid) = self.exits.pop_before(mark) {
+            self.forget_process(pid);
+        }
+    }
+
+    /// Settles every exit read (tracing ends; the rings are drained).
+    pub fn settle_exits(&mut self) {
+        self.cuda_drain_ended(self.exits.mark());
+    }
+
+    /// Drops what is kept per process for an exited one (its pid may be reused).
+    fn forget_process(&mut self, pid: u32) {
+        self.kernels.forget_process(pid);
+        self.graphs.forget_process(pid);
+        self.stats.memory.forget(pid);
+        self.ranks.forget(pid);
+    }
+
     /// Takes one NVTX fallback record (the ranges it completes are written at once).
     fn handle_nvtx_probe(&mut self, bytes: &[u8]) {
         match decode::decode_nvtx_probe(bytes) {
@@ -215,10 +249,12 @@ impl Pipeline {
                 match &mut event {
                     Event::Cuda(c) => self.enrich(c),
                     Event::Process(p) if p.op == ProcessOp::Exit => {
-                        self.kernels.forget_process(p.task.pid);
-                        self.graphs.forget_process(p.task.pid);
                         let (pid, ts) = (p.task.pid, p.ts_ns);
+                        // The fallback's records share this ring: none of them is late.
                         self.nvtx_process_exit(pid, ts);
+                        if let Some(oldest) = self.exits.push(pid) {
+                            self.forget_process(oldest);
+                        }
                     }
                     _ => {}
                 }

@@ -1,6 +1,6 @@
 //! The pipeline from raw records to JSON lines: kernel names from every source reach the
 //! launches that use them, through aliases and across the two rings, and a process's exit
-//! forgets them.
+//! forgets them once the CUDA ring's records before it were taken.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -85,11 +85,44 @@ fn launch(op: CudaOp, func: u64, ts_ns: u64) -> Vec<u8> {
     record_bytes(&r).to_vec()
 }
 
-fn kernels_of(out: &Shared) -> Vec<Value> {
+/// A successful `cudaMalloc` of `size` bytes at 0x7000.
+fn malloc(size: u64, ts_ns: u64) -> Vec<u8> {
+    let mut args = [0; ingero_ebpf::MAX_ARGS];
+    args[1] = size;
+    args[ingero_ebpf::ALLOC_PTR_SLOT] = 0x7000;
+    let r = CudaRecord {
+        header: header(RecordKind::Cuda, CudaOp::Malloc, ts_ns),
+        duration_ns: 10,
+        ret: 0,
+        args,
+        out: 0,
+        parent_op: 0,
+        variant: 0,
+        depth: 0,
+    };
+    record_bytes(&r).to_vec()
+}
+
+/// The kernel of each `cudaLaunchKernel` line written, in order.
+fn launched_kernels(out: &Shared) -> Vec<Value> {
+    lines(out)
+        .into_iter()
+        .filter(|v| v["op"] == "cudaLaunchKernel")
+        .map(|v| v["args"]["kernel"].clone())
+        .collect()
+}
+
+fn lines(out: &Shared) -> Vec<Value> {
     let bytes = out.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
     String::from_utf8_lossy(&bytes)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect()
+}
+
+fn kernels_of(out: &Shared) -> Vec<Value> {
+    lines(out)
+        .into_iter()
         .map(|v| v["args"]["kernel"].clone())
         .collect()
 }
@@ -130,8 +163,12 @@ fn every_name_source_reaches_its_launches() {
     );
 }
 
+/// A short program registers, launches and exits before the agent runs: its exit (scheduler
+/// ring) may be read before its launches (CUDA ring). They keep their name, and the process's
+/// GPU memory stays out of the table; only after that drain is the process forgotten, so a
+/// new process given its pid does not inherit the names.
 #[test]
-fn an_exited_process_forgets_its_names() {
+fn launches_read_after_their_process_exit_keep_their_names() {
     let out = Shared::default();
     let mut p = Pipeline::new(Some(Box::new(out.clone())));
     p.handle_name_record(&name(CudaOp::RegisterFunction, 0x1000, "_Z7add_onePi"));
@@ -143,10 +180,26 @@ fn an_exited_process_forgets_its_names() {
         filename: [0; ingero_ebpf::FILENAME_LEN],
     };
     p.handle_record(record_bytes(&exit));
+    // The daemon's next drain of the CUDA ring, as `daemon::drain::drain_cuda` makes it.
+    let mark = p.cuda_drain_begins();
+    p.drain_names();
+    p.handle_record(&launch(CudaOp::LaunchKernel, 0x1000, 40));
+    p.handle_record(&malloc(1 << 20, 45));
+    p.cuda_drain_ended(mark);
+    // The same pid, reused by a process that registered nothing.
+    let mark = p.cuda_drain_begins();
     p.handle_record(&launch(CudaOp::LaunchKernel, 0x1000, 60));
+    p.cuda_drain_ended(mark);
     p.flush();
-    let kernels = kernels_of(&out);
-    assert_eq!(kernels.last(), Some(&Value::Null), "{kernels:?}");
+    assert_eq!(
+        launched_kernels(&out),
+        [Value::from("add_one(int*)"), Value::Null]
+    );
+    assert!(
+        p.stats.memory.by_pid.is_empty(),
+        "an exited process holds no GPU memory"
+    );
+    assert!(p.exits.is_empty());
 }
 
 /// A name the probe could not read (its page was not resident) is read from the process's

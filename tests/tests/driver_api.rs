@@ -193,6 +193,13 @@ fn registered_kernel_is_named(runtime: &std::path::Path) -> Result<()> {
     // The agent's summary on stderr (its KERNEL table lists the names it learned) tells a
     // missed registration from a lost name.
     let (all, stderr) = agent.stop_with_stderr()?;
+    // The final statistics count the names learned from the names ring and the store's
+    // ELF fallbacks, which tell a missed registration record from a name lost on the way.
+    let names = all
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "stats")
+        .map(|s| s["kernel_names"].clone());
     let launches = calls(&all, "cudaLaunchKernel", pid);
     assert_eq!(
         launches.len(),
@@ -203,7 +210,7 @@ fn registered_kernel_is_named(runtime: &std::path::Path) -> Result<()> {
         assert_eq!(l["args"]["func"], done["func"]);
         assert_eq!(
             l["args"]["kernel"], "void demo::scale<4>(float*, float, int)",
-            "{l}\nthe agent's stderr:\n{stderr}"
+            "{l}\nkernel_names: {names:?}\nthe agent's stderr:\n{stderr}"
         );
         assert_eq!(l["args"]["kernel_mangled"], "_ZN4demo5scaleILi4EEEvPffi");
         assert_eq!(l["args"]["kernel_source"], "registration");

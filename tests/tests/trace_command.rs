@@ -170,7 +170,17 @@ fn a_signal_to_ingero_goes_to_the_command_and_the_session_ends_after_it() -> Res
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output()?;
-    let rest: Vec<String> = rx.try_iter().collect();
+    // The reader thread may not have passed the command's last line on yet when ingero has
+    // exited: wait for it (bounded) rather than take only what already arrived.
+    let mut rest = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !rest.iter().any(|l| l == "got-int") && Instant::now() < deadline {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(line) => rest.push(line),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+    }
     assert!(rest.iter().any(|l| l == "got-int"), "{rest:?}");
     assert_eq!(out.status.code(), Some(9), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("ingero: recorded "));

@@ -37,9 +37,7 @@ pub(super) async fn run(d: &mut Daemon, signals: &mut Signals) -> Result<()> {
         tokio::select! {
             guard = d.cuda.readable_mut() => {
                 let mut guard = guard.context("waiting on the CUDA ring buffer")?;
-                // Names first: a launch's name was submitted before the launch.
-                d.pipeline.drain_names();
-                drain(guard.get_inner_mut(), &mut d.pipeline);
+                drain_cuda(guard.get_inner_mut(), &mut d.pipeline);
                 guard.clear_ready();
             }
             guard = d.sched.readable_mut() => {
@@ -54,8 +52,7 @@ pub(super) async fn run(d: &mut Daemon, signals: &mut Signals) -> Result<()> {
                 d.pipeline.write_nvtx(range);
             }
             _ = drain_tick.tick() => {
-                d.pipeline.drain_names();
-                drain(d.cuda.get_mut(), &mut d.pipeline);
+                drain_cuda(d.cuda.get_mut(), &mut d.pipeline);
                 drain(d.sched.get_mut(), &mut d.pipeline);
                 if let Some(recording) = d.pipeline.recording.as_mut() {
                     recording.release();
@@ -81,6 +78,17 @@ pub(super) async fn run(d: &mut Daemon, signals: &mut Signals) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Takes the names ring, then every record the CUDA ring holds (a launch's name was submitted
+/// before the launch); the exits read before it began then take effect, as their processes'
+/// last CUDA records were in it. Returns how many CUDA records it took.
+pub(super) fn drain_cuda(ring: &mut RingBuf<MapData>, pipeline: &mut Pipeline) -> usize {
+    let mark = pipeline.cuda_drain_begins();
+    pipeline.drain_names();
+    let n = drain(ring, pipeline);
+    pipeline.cuda_drain_ended(mark);
+    n
 }
 
 /// Takes every record the ring holds through the pipeline; returns how many.

@@ -68,6 +68,7 @@ pub(super) fn drops(
         pipeline.stats.memory.untallied,
     ));
     drops.push(("graphs_forgotten", pipeline.graphs.evicted));
+    drops.push(("process_exits_settled_early", pipeline.exits.settled_early));
     let ranks = pipeline.ranks.stats;
     drops.push(("rank_environ_unreadable", ranks.unreadable));
     drops.push(("rank_environ_truncated", ranks.truncated));

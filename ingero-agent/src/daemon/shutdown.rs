@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use super::annotations::handle_annotation;
-use super::drain::drain;
+use super::drain::{drain, drain_cuda};
 use super::report::{drops, final_stats, render, stats_json};
 use super::setup::Daemon;
 use super::signals::Signals;
@@ -36,9 +36,10 @@ pub(super) async fn finish(daemon: Daemon, signals: Signals) -> Result<ExitCode>
     if let Err(e) = probes.stop() {
         eprintln!("ingero: stopping the probes failed: {e:#}");
     }
-    pipeline.drain_names();
-    drain(cuda.get_mut(), &mut pipeline);
+    drain_cuda(cuda.get_mut(), &mut pipeline);
     drain(sched.get_mut(), &mut pipeline);
+    // The probes are stopped and both rings empty: no exit waits for anything now.
+    pipeline.settle_exits();
     // The fallback's ranges still open (their processes outlive tracing) end here.
     pipeline.finish_nvtx_fallback();
     if let Some(rx) = annotations.as_mut() {

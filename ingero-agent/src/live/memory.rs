@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use ingero_ebpf::CudaOp;
-use ingero_trace::model::{CudaArgs, CudaCall, Event, ProcessOp};
+use ingero_trace::model::{CudaArgs, CudaCall, Event};
 
 use ingero_trace::model::{MemKind, counts_for_memory};
 
@@ -38,11 +38,14 @@ impl MemoryTally {
     pub fn record(&mut self, event: &Event) {
         match event {
             Event::Cuda(c) if counts_for_memory(c.detail.parent) => self.cuda(c),
-            Event::Process(p) if p.op == ProcessOp::Exit => {
-                self.by_pid.remove(&p.task.pid);
-            }
             _ => {}
         }
+    }
+
+    /// An exited process holds nothing. Called once the process's last CUDA records were
+    /// taken (the pipeline's settled exits), so none of them brings it back.
+    pub fn forget(&mut self, pid: u32) {
+        self.by_pid.remove(&pid);
     }
 
     fn cuda(&mut self, c: &CudaCall) {
@@ -110,7 +113,7 @@ impl MemoryTally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ingero_trace::model::{CallDetail, Comm, ProcessEvent, Task};
+    use ingero_trace::model::{CallDetail, Comm, Task};
 
     fn task(pid: u32) -> Task {
         Task {
@@ -200,14 +203,7 @@ mod tests {
         assert_eq!(m.unknown_frees, 1);
         let top = m.top(5);
         assert_eq!(top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![2, 1]);
-        m.record(&Event::Process(ProcessEvent {
-            ts_ns: 2,
-            task: task(2),
-            op: ProcessOp::Exit,
-            other_pid: 0,
-            clone_flags_known: true,
-            text: String::new(),
-        }));
+        m.forget(2);
         assert!(
             !m.by_pid.contains_key(&2),
             "an exited process holds nothing"

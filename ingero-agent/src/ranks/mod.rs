@@ -10,7 +10,8 @@
 //! own pid, uid and gid as provenance, and `stamped_by_agent`.
 //!
 //! Looked at on the first event of each pid (and again after an `exec`, which may bring a new
-//! environment); a process's exit forgets it, so a reused pid is read afresh. The cache of
+//! environment); a process's exit forgets it ([`Ranks::forget`], once its last CUDA records
+//! were taken), so a reused pid is read afresh. The cache of
 //! pids seen is bounded; reads that fail are counted, never fatal.
 
 pub mod environ;
@@ -81,14 +82,13 @@ impl Ranks {
 
     /// Looks at an event before it is recorded: the first event of a pid (or an exec) reads
     /// the process's environment, and returns the annotation to record before the event when
-    /// it names a rank or run. An exit forgets the pid. One hash lookup for every other event.
+    /// it names a rank or run. One hash lookup for every other event.
     pub fn observe(&mut self, event: &Event) -> Option<AnnotationRecord> {
         let pid = event.task().pid;
         let exec = match event {
-            Event::Process(p) if p.op == ProcessOp::Exit => {
-                self.seen.remove(&pid);
-                return None;
-            }
+            // Forgotten later ([`Ranks::forget`]): the process's last CUDA records may still
+            // come, and must not read a dead process's environment again.
+            Event::Process(p) if p.op == ProcessOp::Exit => return None,
             Event::Process(p) => p.op == ProcessOp::Exec,
             _ => false,
         };
@@ -149,6 +149,11 @@ impl Ranks {
                 None
             }
         }
+    }
+
+    /// Forgets an exited process, so the next process given its pid is read afresh.
+    pub fn forget(&mut self, pid: u32) {
+        self.seen.remove(&pid);
     }
 
     /// How many pids are remembered.

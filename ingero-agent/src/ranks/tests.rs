@@ -130,11 +130,20 @@ fn exec_rereads_and_exit_forgets() {
         .expect("changed");
     assert_eq!(labels(&a), [("rank", "4")]);
     assert!(ranks.observe(&event(12, 4, ProcessOp::Exit)).is_none());
+    // A record of the exited process read after its exit (from the other ring) reads
+    // nothing again.
+    assert!(
+        ranks
+            .observe(&event(12, 5, ProcessOp::ThreadExit))
+            .is_none()
+    );
+    assert_eq!(ranks.len(), 1);
+    ranks.forget(12);
     assert!(ranks.is_empty());
     // The pid reused by another process is read afresh.
     proc.process(12, 99, &["RANK=4"]);
     let a = ranks
-        .observe(&event(12, 5, ProcessOp::Fork))
+        .observe(&event(12, 6, ProcessOp::Fork))
         .expect("new incarnation");
     assert_eq!(a.scope.map(|s| s.start_time), Some(99));
 }
