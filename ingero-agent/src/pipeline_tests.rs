@@ -71,27 +71,10 @@ fn alias(op: CudaOp, handle: u64, target: u64) -> Vec<u8> {
     record_bytes(&r).to_vec()
 }
 
-fn launch(op: CudaOp, func: u64, ts_ns: u64) -> Vec<u8> {
+/// A successful call of `op` with `args`, as the CUDA ring carries it.
+fn call(op: CudaOp, args: [u64; ingero_ebpf::MAX_ARGS], ts_ns: u64) -> Vec<u8> {
     let r = CudaRecord {
         header: header(RecordKind::Cuda, op, ts_ns),
-        duration_ns: 10,
-        ret: 0,
-        args: [func, 1 | 1 << 32, 1, 32 | 1 << 32, 1, 0, 0, 0],
-        out: 0,
-        parent_op: 0,
-        variant: 0,
-        depth: 0,
-    };
-    record_bytes(&r).to_vec()
-}
-
-/// A successful `cudaMalloc` of `size` bytes at 0x7000.
-fn malloc(size: u64, ts_ns: u64) -> Vec<u8> {
-    let mut args = [0; ingero_ebpf::MAX_ARGS];
-    args[1] = size;
-    args[ingero_ebpf::ALLOC_PTR_SLOT] = 0x7000;
-    let r = CudaRecord {
-        header: header(RecordKind::Cuda, CudaOp::Malloc, ts_ns),
         duration_ns: 10,
         ret: 0,
         args,
@@ -101,6 +84,18 @@ fn malloc(size: u64, ts_ns: u64) -> Vec<u8> {
         depth: 0,
     };
     record_bytes(&r).to_vec()
+}
+
+fn launch(op: CudaOp, func: u64, ts_ns: u64) -> Vec<u8> {
+    call(op, [func, 1 | 1 << 32, 1, 32 | 1 << 32, 1, 0, 0, 0], ts_ns)
+}
+
+/// A successful `cudaMalloc` of `size` bytes at 0x7000.
+fn malloc(size: u64, ts_ns: u64) -> Vec<u8> {
+    let mut args = [0; ingero_ebpf::MAX_ARGS];
+    args[1] = size;
+    args[ingero_ebpf::ALLOC_PTR_SLOT] = 0x7000;
+    call(CudaOp::Malloc, args, ts_ns)
 }
 
 /// The kernel of each `cudaLaunchKernel` line written, in order.
