@@ -102,11 +102,6 @@ impl SelectionSpec {
         self.since.is_some() || self.from.is_some() || self.to.is_some() || self.at.is_some()
     }
 
-    pub fn resolve(&self, clock: &TraceClock, labels: &LabelIndex) -> Result<Selection> {
-        let (range, at) = self.window(clock)?;
-        self.resolve_in(range, at, labels)
-    }
-
     /// The time window (`--since`, `--from`, `--to`, `--at`) on `clock`, and `--at`'s point.
     /// An error when it is empty.
     pub fn window(&self, clock: &TraceClock) -> Result<(TimeRange, Option<u64>)> {
@@ -226,6 +221,12 @@ impl Selection {
 mod tests {
     use super::*;
 
+    /// The window on one recording's clock, then the selection in it: what `query` does.
+    fn resolve(spec: &SelectionSpec) -> Result<Selection> {
+        let (range, at) = spec.window(&clock())?;
+        spec.resolve_in(range, at, &LabelIndex::default())
+    }
+
     fn clock() -> TraceClock {
         TraceClock {
             start_ns: 1_000,
@@ -240,9 +241,7 @@ mod tests {
             since: Some("5m".into()),
             ..Default::default()
         };
-        let s = spec
-            .resolve(&clock(), &LabelIndex::default())
-            .expect("resolves");
+        let s = resolve(&spec).expect("resolves");
         assert_eq!(s.range.start_ns, 301_000_001_000);
         assert_eq!(s.range.end_ns, 601_000_001_000);
     }
@@ -256,18 +255,15 @@ mod tests {
             labels: vec!["step=42".into()],
             ..Default::default()
         };
-        let s = spec
-            .resolve(&clock(), &LabelIndex::default())
-            .expect("resolves");
+        let s = resolve(&spec).expect("resolves");
         assert_eq!(s.range, TimeRange::new(1_000_001_000, 2_000_001_000));
         assert!(s.admits_op(CudaOp::Malloc) && s.admits_op(CudaOp::LaunchKernel));
         assert!(!s.admits_op(CudaOp::Free));
         assert_eq!(s.labels, vec![("step".to_owned(), None)]);
-        let at = SelectionSpec {
+        let at = resolve(&SelectionSpec {
             at: Some("+10s".into()),
             ..Default::default()
-        }
-        .resolve(&clock(), &LabelIndex::default())
+        })
         .expect("resolves");
         assert_eq!(at.at, Some(10_000_001_000));
         assert_eq!(at.range, TimeRange::new(9_000_001_000, 11_000_001_000));
@@ -275,7 +271,7 @@ mod tests {
             from: Some("+20m".into()),
             ..Default::default()
         };
-        assert!(bad.resolve(&clock(), &LabelIndex::default()).is_err());
+        assert!(resolve(&bad).is_err());
         assert!(parse_op("cudaFrobnicate").is_err());
     }
 }
