@@ -316,6 +316,14 @@ impl Driver {
         serde_json::from_str(&line).with_context(|| format!("driver printed {line:?}"))
     }
 
+    /// Lets the driver proceed past one wait, keeping its stdin open for the next.
+    pub fn go(&mut self) -> Result<()> {
+        let stdin = self.stdin.as_mut().context("driver stdin")?;
+        stdin.write_all(b"go\n")?;
+        stdin.flush()?;
+        Ok(())
+    }
+
     /// Lets the driver proceed, then waits for its final line and its exit.
     pub fn go_and_finish(mut self) -> Result<Value> {
         let mut stdin = self.stdin.take().context("driver stdin")?;
