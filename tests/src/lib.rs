@@ -326,9 +326,9 @@ impl Driver {
 
     /// Lets the driver proceed, then waits for its final line and its exit.
     pub fn go_and_finish(mut self) -> Result<Value> {
-        let mut stdin = self.stdin.take().context("driver stdin")?;
-        stdin.write_all(b"go\n")?;
-        drop(stdin);
+        self.go()?;
+        // Closed: a driver that reads on sees the end of its input.
+        drop(self.stdin.take());
         let last = self.read()?;
         let status = self.child.wait()?;
         if !status.success() {

@@ -125,6 +125,26 @@ fn the_command_runs_as_the_sudo_user_and_its_exit_ends_the_session() -> Result<(
     Ok(())
 }
 
+/// Reads `rx` until the line `want`; when it does not come within `within` (or the sender
+/// ended first), the lines read instead.
+fn wait_for_line(
+    rx: &std::sync::mpsc::Receiver<String>,
+    want: &str,
+    within: Duration,
+) -> std::result::Result<(), Vec<String>> {
+    let deadline = Instant::now() + within;
+    let mut seen = Vec::new();
+    while Instant::now() < deadline {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(line) if line == want => return Ok(()),
+            Ok(line) => seen.push(line),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+    }
+    Err(seen)
+}
+
 #[test]
 fn a_signal_to_ingero_goes_to_the_command_and_the_session_ends_after_it() -> Result<()> {
     if !kernel_tests_enabled() {
@@ -156,32 +176,17 @@ fn a_signal_to_ingero_goes_to_the_command_and_the_session_ends_after_it() -> Res
             let _ = tx.send(line);
         }
     });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(line) if line == "ready" => break,
-            _ if Instant::now() > deadline => {
-                let _ = child.kill();
-                bail!("the command never started");
-            }
-            _ => {}
-        }
+    if let Err(seen) = wait_for_line(&rx, "ready", Duration::from_secs(120)) {
+        let _ = child.kill();
+        bail!("the command never started: {seen:?}");
     }
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output()?;
     // The reader thread may not have passed the command's last line on yet when ingero has
     // exited: wait for it (bounded) rather than take only what already arrived.
-    let mut rest = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !rest.iter().any(|l| l == "got-int") && Instant::now() < deadline {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(line) => rest.push(line),
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-        }
-    }
-    assert!(rest.iter().any(|l| l == "got-int"), "{rest:?}");
+    let got_int = wait_for_line(&rx, "got-int", Duration::from_secs(10));
+    assert!(got_int.is_ok(), "{got_int:?}");
     assert_eq!(out.status.code(), Some(9), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("ingero: recorded "));
     query(&file, &[])?;

@@ -86,7 +86,7 @@ impl Ranks {
     pub fn observe(&mut self, event: &Event) -> Option<AnnotationRecord> {
         let pid = event.task().pid;
         let exec = match event {
-            // Forgotten later ([`Ranks::forget`]): the process's last CUDA records may still
+            // Forgotten later (`Ranks::forget`): the process's last CUDA records may still
             // come, and must not read a dead process's environment again.
             Event::Process(p) if p.op == ProcessOp::Exit => return None,
             Event::Process(p) => p.op == ProcessOp::Exec,
