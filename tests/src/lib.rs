@@ -54,6 +54,16 @@ fn env_path(var: &str, fallback: PathBuf) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// A fresh recording path `target/{suite}/{name}.pftrace` (any earlier file of that name
+/// removed).
+pub fn fresh_recording(suite: &str, name: &str) -> Result<PathBuf> {
+    let dir = root().join("target").join(suite);
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(format!("{name}.pftrace"));
+    let _ = std::fs::remove_file(&path);
+    Ok(path)
+}
+
 /// The agent binary under test.
 pub fn agent_bin() -> Result<PathBuf> {
     env_path("INGERO_BIN", root().join("target/release/ingero"))
@@ -145,6 +155,28 @@ pub fn build_fixture(name: &str, output: &str, extra: &[&str]) -> Result<PathBuf
 /// mode asks for. One place, so every test builds it with the same flags.
 pub fn cuda_driver() -> Result<PathBuf> {
     build_fixture("cuda_driver", "cuda_driver", &["-lpthread", "-ldl"])
+}
+
+/// The program of `tests/fixtures/linked_runtime.c` with the real runtime linked in: the
+/// `libcudart_static.a` that lies beside `cudart` (each runtime wheel ships one), as
+/// `nvcc -cudart static` links every CUDA program by default. `output` names the build.
+pub fn linked_runtime_program(cudart: &Path, output: &str) -> Result<PathBuf> {
+    let archive = cudart
+        .parent()
+        .context("the runtime's directory")?
+        .join("libcudart_static.a");
+    if !archive.exists() {
+        bail!(
+            "{} is missing (the runtime wheel ships it)",
+            archive.display()
+        );
+    }
+    let archive = archive.display().to_string();
+    build_fixture(
+        "linked_runtime",
+        output,
+        &[&archive, "-lpthread", "-ldl", "-lrt"],
+    )
 }
 
 /// How long an agent may take to attach. A previous agent's uprobes are unregistered by the

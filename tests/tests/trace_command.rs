@@ -14,11 +14,7 @@ use serde_json::Value;
 
 /// A fresh recording path under target/.
 fn recording(name: &str) -> Result<PathBuf> {
-    let dir = ingero_e2e::root().join("target/e2e-trace-command");
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join(format!("{name}.pftrace"));
-    let _ = std::fs::remove_file(&path);
-    Ok(path)
+    ingero_e2e::fresh_recording("e2e-trace-command", name)
 }
 
 /// The simulated sudo of user `nobody`.

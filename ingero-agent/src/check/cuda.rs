@@ -32,12 +32,14 @@ pub struct LibraryReport {
     pub error: Option<String>,
     /// The uprobe test's target: a probed symbol's (else any export's) file offset.
     pub test_offset: Option<u64>,
+    /// A program with the runtime linked in (`-cudart static`), not a library.
+    pub linked_in: bool,
 }
 
 impl LibraryReport {
     pub fn of(library: &LibraryFile) -> LibraryReport {
         let probed = probed_symbols(library.kind);
-        let (exports, error) = match discover::exported_functions(&library.path) {
+        let (exports, error) = match library.functions() {
             Ok(exports) => (exports, None),
             Err(e) => (Vec::new(), Some(format!("{e:#}"))),
         };
@@ -58,6 +60,7 @@ impl LibraryReport {
             missing,
             error,
             test_offset,
+            linked_in: library.linked_in,
         }
     }
 
@@ -78,6 +81,18 @@ impl LibraryReport {
                 name,
                 Status::Ok,
                 format!("{what}: this build probes no {name} symbols yet"),
+            );
+        }
+        if self.linked_in {
+            // A program links in only the part of the runtime it calls: no list of the rest.
+            return Line::new(
+                name,
+                Status::Ok,
+                format!(
+                    "{}: the CUDA runtime is linked into this program; {found} of the {total} \
+                     functions ingero probes are in it",
+                    self.path.display()
+                ),
             );
         }
         let mut message = format!("{what}: exports {found} of the {total} symbols ingero probes");
@@ -199,6 +214,7 @@ mod tests {
             missing,
             error: None,
             test_offset: None,
+            linked_in: false,
         }
     }
 

@@ -116,6 +116,7 @@ mod tests {
                 missing: vec!["cudaFree"],
                 error: None,
                 test_offset: Some(64),
+                linked_in: false,
             }],
             nvtx: nvtx::report(None, None),
             socket: SocketReport {

@@ -10,12 +10,16 @@
 //! a process captured by both routes is recorded once.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::ffi::OsStr;
+use std::os::unix::{ffi::OsStrExt, fs::PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
 use anyhow::Result;
 
-use crate::discover::{self, LibraryFile, libraries::Search, nvtx::NvtxLibrary};
+use crate::discover::{
+    self, LibraryFile, embedded, libraries::Search, looked::Looked, nvtx::NvtxLibrary,
+};
 use crate::probes::Probes;
 use ingero_ebpf::NvtxCall;
 
@@ -26,6 +30,8 @@ pub(super) struct Attached {
     /// NVTX libraries attached, by (device, inode).
     nvtx_inodes: BTreeSet<(u64, u64)>,
     pids: BTreeSet<u32>,
+    /// The mapped files already looked at for a runtime linked in, so rescans read new ones only.
+    looked: Looked,
     /// `path: symbols` per attached library, for the recording's session metadata.
     libraries: Vec<String>,
     /// NVTX libraries whose entry points are being read on a thread of their own (a large
@@ -43,6 +49,14 @@ struct NvtxResults {
 }
 
 impl Attached {
+    /// Rescans hand the files they have not seen to a thread (see `discover::looked`); where
+    /// no thread can start, they read them in place.
+    pub(super) fn read_linked_runtimes_in_background(&mut self) {
+        if let Err(e) = self.looked.read_in_background() {
+            tracing::warn!("reading programs' symbols in place: no thread ({e})");
+        }
+    }
+
     pub(super) fn probe_names(&self) -> Vec<String> {
         let mut names = self.libraries.clone();
         names.push("tracepoints: sched_switch, sched_process_exec, sched_process_exit, sched_process_fork, task_newtask".into());
@@ -97,7 +111,11 @@ pub(super) fn attach_new(
             library.path.display(),
             report.attached.len()
         );
-        if !report.missing.is_empty() {
+        if library.linked_in {
+            // A program links in only the part of the runtime it uses: what it left out is
+            // not worth a list.
+            line.push_str(" of the CUDA runtime linked into it");
+        } else if !report.missing.is_empty() {
             line.push_str(&format!(
                 "; not exported here: {}",
                 report.missing.join(", ")
@@ -119,7 +137,7 @@ pub(super) fn attach_nvtx(
     pids: &Option<Vec<u32>>,
     inline: bool,
 ) {
-    let found = discover::nvtx::find_nvtx_libraries(std::path::Path::new("/proc"), pids.as_deref());
+    let found = discover::nvtx::find_nvtx_libraries(Path::new("/proc"), pids.as_deref());
     for library in found {
         if !attached.nvtx_inodes.insert((library.dev, library.ino)) {
             continue;
@@ -189,19 +207,51 @@ impl Attached {
 }
 
 /// The libraries to attach at start: `cuda_libs` when given, else the runtimes and drivers
-/// that `pids` (or every process) map and the install places hold.
+/// that `pids` (or every process) map or have linked in, and those the install places hold.
 pub(super) fn discover_libraries(
     pids: &Option<Vec<u32>>,
     cuda_libs: &[PathBuf],
+    attached: &mut Attached,
 ) -> Result<Vec<LibraryFile>> {
     if cuda_libs.is_empty() {
-        discover::find_cuda_libraries(&Search::new(pids.clone()))
+        discover::libraries::find_cuda_libraries_with(
+            &Search::new(pids.clone()),
+            &mut attached.looked,
+        )
     } else {
         cuda_libs
             .iter()
             .map(|p| discover::libraries::library_at(p))
             .collect()
     }
+}
+
+/// The program `trace -- CMD` is about to run, when it has the runtime linked in: attached
+/// before it starts, because such a program registers its kernels before `main`. Found as the
+/// command will find it (a name without `/` along `PATH`); anything else is for the rescan.
+pub(super) fn command_linked_runtime(program: &OsStr) -> Option<LibraryFile> {
+    let path = program_path(program, std::env::var_os("PATH").as_deref())?;
+    match embedded::linked_runtime_at(&path) {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::debug!("{}: no linked runtime read: {e:#}", path.display());
+            None
+        }
+    }
+}
+
+/// Where `program` is: itself when it names a path, else the first executable file of that
+/// name in `path_var`'s directories (as `execvp` looks).
+fn program_path(program: &OsStr, path_var: Option<&OsStr>) -> Option<PathBuf> {
+    if program.as_bytes().contains(&b'/') {
+        return Some(PathBuf::from(program));
+    }
+    std::env::split_paths(path_var?)
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
 
 /// Looks for libraries that running processes loaded since the last look, and attaches them.
@@ -216,7 +266,8 @@ pub(super) fn rescan(
         install_places: false,
         ..Search::new(pids.clone())
     };
-    if let Ok(found) = discover::find_cuda_libraries(&search) {
+    if let Ok(found) = discover::libraries::find_cuda_libraries_with(&search, &mut attached.looked)
+    {
         if let Err(e) = attach_new(probes, attached, found, track_mappers) {
             tracing::warn!("attaching a newly loaded CUDA library failed: {e:#}");
         }

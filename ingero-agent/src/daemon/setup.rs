@@ -15,7 +15,9 @@ use tokio::sync::mpsc;
 use ingero_trace::model::{NvtxRecord, SessionInfo};
 
 use super::annotations::{start_ingest, start_nvtx};
-use super::attach::{Attached, attach_new, attach_nvtx, discover_libraries};
+use super::attach::{
+    Attached, attach_new, attach_nvtx, command_linked_runtime, discover_libraries,
+};
 use super::command::{self, Running};
 use super::config::{DaemonConfig, RecordConfig};
 use crate::annotate::{IngestConfig, IngestServer, ReceivedAnnotation};
@@ -86,14 +88,19 @@ impl Daemon {
             pids.clone()
         };
         let track_mappers = filter.is_none();
-        let libraries = discover_libraries(&search_pids, &cuda_libs)?;
+        let mut attached = Attached::default();
+        let mut libraries = discover_libraries(&search_pids, &cuda_libs, &mut attached)?;
+        if let (Some(command), true) = (&command_config, cuda_libs.is_empty()) {
+            libraries.extend(command_linked_runtime(&command.program));
+        }
         let (mut probes, rings) = Probes::load(&LoadOptions {
             ringbuf_size,
             pids: filter,
         })?;
         let tracepoints = probes.attach_tracepoints()?;
-        let mut attached = Attached::default();
         let library_count = attach_new(&mut probes, &mut attached, libraries, track_mappers)?;
+        // Tracing runs from here: rescans must not wait on a large program's symbol table.
+        attached.read_linked_runtimes_in_background();
         if library_count == 0 {
             eprintln!(
                 "ingero: no libcudart or libcuda found (searched running processes and install places); \

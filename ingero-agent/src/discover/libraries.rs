@@ -12,13 +12,15 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use ingero_ebpf::CudaLibrary;
 
+use super::embedded::{linked_runtime_at, linked_runtime_functions};
 use super::kind::{kind_from_exports, kind_from_path};
+use super::looked::{Looked, linked_runtimes_in};
 use super::places::{DRIVER_PATTERNS, host_patterns, matching_below};
 use super::proc_maps::{mapped_paths, pids_in, reachable};
-use super::symbols::exported_functions;
+use super::symbols::{ExportedSymbol, exported_functions};
 
 /// One distinct library file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,6 +33,21 @@ pub struct LibraryFile {
     pub mapped_by: Vec<u32>,
     /// Runtime or driver: which ops of the table are attached to it.
     pub kind: CudaLibrary,
+    /// The runtime linked into a program (`nvcc -cudart static`) rather than a library: its
+    /// functions are read from the `.symtab` ([`super::embedded`]), not the exports.
+    pub linked_in: bool,
+}
+
+impl LibraryFile {
+    /// The functions uprobes attach to, with their file offsets: the exports, or for a
+    /// runtime linked into a program, the runtime's functions in its `.symtab`.
+    pub fn functions(&self) -> Result<Vec<ExportedSymbol>> {
+        if self.linked_in {
+            linked_runtime_functions(&self.path)
+        } else {
+            exported_functions(&self.path)
+        }
+    }
 }
 
 /// Where a library search looks.
@@ -77,6 +94,14 @@ pub fn mapped_cuda_libraries(maps: &str) -> Vec<(PathBuf, CudaLibrary)> {
 struct Found(BTreeMap<(u64, u64), LibraryFile>);
 
 impl Found {
+    /// A runtime linked into a program that `pid` runs.
+    fn add_linked(&mut self, library: LibraryFile, pid: u32) {
+        let entry = self.0.entry((library.dev, library.ino)).or_insert(library);
+        if !entry.mapped_by.contains(&pid) {
+            entry.mapped_by.push(pid);
+        }
+    }
+
     fn add(&mut self, path: PathBuf, kind: CudaLibrary, pid: Option<u32>) {
         // Through /proc/<pid>/root the file is reachable even in another mount namespace.
         let Ok(meta) = fs::metadata(&path) else {
@@ -94,6 +119,7 @@ impl Found {
                 ino: meta.ino(),
                 mapped_by: Vec::new(),
                 kind,
+                linked_in: false,
             });
         if let Some(pid) = pid {
             if !entry.mapped_by.contains(&pid) {
@@ -116,8 +142,15 @@ fn dev_ino(path: &Path) -> Option<(u64, u64)> {
     fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
-/// Finds the distinct CUDA runtime and driver libraries to attach to.
+/// Finds the distinct CUDA runtime and driver libraries to attach to, programs that have the
+/// runtime linked in included.
 pub fn find_cuda_libraries(search: &Search) -> Result<Vec<LibraryFile>> {
+    find_cuda_libraries_with(search, &mut Looked::default())
+}
+
+/// As [`find_cuda_libraries`], reading only the mapped files `looked` has not seen for a
+/// runtime linked in (a rescan's search).
+pub fn find_cuda_libraries_with(search: &Search, looked: &mut Looked) -> Result<Vec<LibraryFile>> {
     let mut found = Found::default();
     let pids = search
         .pids
@@ -132,6 +165,9 @@ pub fn find_cuda_libraries(search: &Search) -> Result<Vec<LibraryFile>> {
         if let Ok(maps) = fs::read_to_string(proc_dir.join("maps")) {
             for (path, kind) in mapped_cuda_libraries(&maps) {
                 found.add(reachable(&proc_dir, &path), kind, Some(pid));
+            }
+            for library in linked_runtimes_in(&proc_dir, &maps, looked) {
+                found.add_linked(library, pid);
             }
         }
         // A process whose root is not the host's runs in a container: the container toolkit
@@ -157,24 +193,31 @@ pub fn find_cuda_libraries(search: &Search) -> Result<Vec<LibraryFile>> {
 
 /// Resolves an explicit `--cuda-lib` path into a library file. Its kind comes from its name
 /// (or its symlink target's), else from what it exports (`cuInit` ⇒ driver, `cudaMalloc` ⇒
-/// runtime).
+/// runtime), else from the runtime linked into it (a program built with `-cudart static`).
 pub fn library_at(path: &Path) -> Result<LibraryFile> {
     let meta = fs::metadata(path)
         .with_context(|| format!("--cuda-lib {}: cannot read the file", path.display()))?;
-    let kind = match kind_from_path(path)
-        .or_else(|| fs::canonicalize(path).ok().and_then(|t| kind_from_path(&t)))
-    {
+    let named = kind_from_path(path)
+        .or_else(|| fs::canonicalize(path).ok().and_then(|t| kind_from_path(&t)));
+    let kind = match named {
         Some(kind) => kind,
         None => {
             let exports = exported_functions(path)
                 .with_context(|| format!("--cuda-lib {}", path.display()))?;
             match kind_from_exports(exports.iter().map(|e| e.name.as_str())) {
                 Some(kind) => kind,
-                None => bail!(
-                    "--cuda-lib {}: neither a CUDA runtime nor a CUDA driver library \
-                     (it exports neither cudaMalloc nor cuInit)",
-                    path.display()
-                ),
+                None => {
+                    return linked_runtime_at(path)
+                        .with_context(|| format!("--cuda-lib {}", path.display()))?
+                        .with_context(|| {
+                            format!(
+                                "--cuda-lib {}: neither a CUDA runtime nor a CUDA driver library \
+                                 (it exports neither cudaMalloc nor cuInit, and has no runtime \
+                                 linked in)",
+                                path.display()
+                            )
+                        });
+                }
             }
         }
     };
@@ -184,6 +227,7 @@ pub fn library_at(path: &Path) -> Result<LibraryFile> {
         ino: meta.ino(),
         mapped_by: Vec::new(),
         kind,
+        linked_in: false,
     })
 }
 

@@ -15,9 +15,11 @@ use aya::{
 };
 use ingero_ebpf::{CudaOp, NvtxCall, OpFlags, cuda_ops::cookie};
 
-use crate::discover::{LibraryFile, exported_functions, nvtx::NvtxLibrary};
+use crate::discover::{LibraryFile, nvtx::NvtxLibrary};
 
 const ENTRY: &str = "cuda_enter";
+/// The sleepable entry program of the registrations (it may fault a kernel name in).
+const REGISTER: &str = "cuda_register";
 const NVTX_ENTRY: &str = "nvtx_enter";
 const RETURN: &str = "cuda_return";
 const TRACEPOINTS: &[(&str, &str, &str)] = &[
@@ -35,6 +37,9 @@ pub struct Links {
     returns: Vec<UProbeLinkId>,
     tracepoints: Vec<(&'static str, TracePointLinkId)>,
     loaded: BTreeSet<&'static str>,
+    /// Whether [`REGISTER`] was refused (a kernel without sleepable uprobes): registrations
+    /// then go to [`ENTRY`], which reads only names on pages already present.
+    register_refused: bool,
 }
 
 impl Links {
@@ -86,11 +91,12 @@ fn ensure_loaded(ebpf: &mut Ebpf, links: &mut Links, name: &'static str) -> Resu
 /// Attaches the entry and return programs to every traced symbol the library exports: every
 /// export of every op of the library's kind (`_v2`, `_ptsz`, `_ptds`, legacy), each with the
 /// cookie that names its op, flags and variant. Entry-only ops (`__cudaRegisterFunction`) get
-/// no return probe.
+/// no return probe. A runtime linked into a program is attached at the same functions, found
+/// in its `.symtab`.
 pub fn library(ebpf: &mut Ebpf, links: &mut Links, library: &LibraryFile) -> Result<LibraryAttach> {
     ensure_loaded(ebpf, links, ENTRY)?;
     ensure_loaded(ebpf, links, RETURN)?;
-    let exports = exported_functions(&library.path)?;
+    let exports = library.functions()?;
     let mut report = LibraryAttach::default();
     for op in CudaOp::ALL.iter().filter(|op| op.library() == library.kind) {
         for (symbol, flags, variant) in op.exports() {
@@ -102,9 +108,26 @@ pub fn library(ebpf: &mut Ebpf, links: &mut Links, library: &LibraryFile) -> Res
                 location: UProbeAttachLocation::AbsoluteOffset(export.file_offset),
                 cookie: Some(cookie(*op, flags, variant)),
             };
-            let entry = uprobe(ebpf, ENTRY)?
-                .attach(point(), &library.path, UProbeScope::AllProcesses)
-                .with_context(|| format!("attaching to {symbol} in {}", library.path.display()))?;
+            let registration = flags.contains(OpFlags::REGISTER);
+            let mut attached = None;
+            if registration && registration_program_loaded(ebpf, links) {
+                match uprobe(ebpf, REGISTER)?.attach(
+                    point(),
+                    &library.path,
+                    UProbeScope::AllProcesses,
+                ) {
+                    Ok(link) => attached = Some(link),
+                    Err(e) => refuse_registration_program(links, &e),
+                }
+            }
+            let entry = match attached {
+                Some(link) => link,
+                None => uprobe(ebpf, ENTRY)?
+                    .attach(point(), &library.path, UProbeScope::AllProcesses)
+                    .with_context(|| {
+                        format!("attaching to {symbol} in {}", library.path.display())
+                    })?,
+            };
             links.entries.push(entry);
             if !flags.contains(OpFlags::REGISTER) {
                 let ret = uprobe(ebpf, RETURN)?
@@ -121,6 +144,31 @@ pub fn library(ebpf: &mut Ebpf, links: &mut Links, library: &LibraryFile) -> Res
         }
     }
     Ok(report)
+}
+
+/// Whether registrations attach to [`REGISTER`]: loaded now if it is not yet; a kernel
+/// that refuses it sends them to [`ENTRY`] from then on (said once).
+fn registration_program_loaded(ebpf: &mut Ebpf, links: &mut Links) -> bool {
+    if links.register_refused {
+        return false;
+    }
+    match ensure_loaded(ebpf, links, REGISTER) {
+        Ok(()) => true,
+        Err(e) => {
+            refuse_registration_program(links, &e);
+            false
+        }
+    }
+}
+
+fn refuse_registration_program(links: &mut Links, error: &dyn std::fmt::Display) {
+    if !links.register_refused {
+        links.register_refused = true;
+        eprintln!(
+            "ingero: no sleepable uprobes here ({error}): a kernel name on a page its process \
+             has not touched yet is read later, while the process lives"
+        );
+    }
 }
 
 /// Attaches the NVTX fallback's program to every copy of every probed NVTX function the

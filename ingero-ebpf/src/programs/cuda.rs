@@ -24,7 +24,7 @@ use super::{
     maps::{
         ALLOCS, AllocKey, CUDA_EVENTS, FRAMES_TEMPLATE, MAX_DEPTH, THREAD_FRAMES, ThreadFrames,
     },
-    names::{emit_alias, emit_name},
+    names::{emit_alias, emit_name, fault_in_name},
 };
 
 #[uprobe]
@@ -37,6 +37,35 @@ pub fn cuda_enter(ctx: ProbeContext) -> u32 {
 pub fn cuda_return(ctx: RetProbeContext) -> u32 {
     leave(&ctx);
     0
+}
+
+/// `__cudaRegisterFunction`, where the kernel is at hand: sleepable, so that a name on a page
+/// the process has not touched yet (a program's `.rodata` while its constructors register its
+/// kernels) is faulted in and read here rather than lost with a short program. Where the kernel
+/// refuses sleepable uprobes, [`cuda_enter`] takes the registrations and such a name is read by
+/// the agent later, while the process lives.
+#[uprobe(sleepable)]
+pub fn cuda_register(ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if admitted((pid_tgid >> 32) as u32) {
+        register(&ctx, pid_tgid, true);
+    }
+    0
+}
+
+/// Emits the name a registration gives its host function; `may_fault` in a sleepable program.
+#[inline(always)]
+fn register(ctx: &ProbeContext, pid_tgid: u64, may_fault: bool) {
+    // SAFETY: the context is a valid uprobe context.
+    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let (op, _) = split_cookie(cookie);
+    // __cudaRegisterFunction(handle, hostFun, deviceFun, deviceName, …): no return probe.
+    // SAFETY: `regs` is the probe's saved register set.
+    let regs = unsafe { &*ctx.regs };
+    if may_fault {
+        fault_in_name(regs.rcx);
+    }
+    emit_name(op, pid_tgid, regs.rsi, regs.rcx);
 }
 
 #[inline(always)]
@@ -71,12 +100,9 @@ fn enter(ctx: &ProbeContext) {
     }
     // SAFETY: the context is a valid uprobe context.
     let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-    let (op, flags) = split_cookie(cookie);
+    let (_, flags) = split_cookie(cookie);
     if flags.contains(OpFlags::REGISTER) {
-        // __cudaRegisterFunction(handle, hostFun, deviceFun, deviceName, …): no return probe.
-        // SAFETY: `regs` is the probe's saved register set.
-        let regs = unsafe { &*ctx.regs };
-        emit_name(op, pid_tgid, regs.rsi, regs.rcx);
+        register(ctx, pid_tgid, false);
         return;
     }
     let Some(frames) = frames_of(pid_tgid) else {

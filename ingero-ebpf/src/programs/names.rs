@@ -8,11 +8,47 @@
 
 use core::ptr::addr_of_mut;
 
-use aya_ebpf::helpers::bpf_probe_read_user_str_bytes;
+use aya_ebpf::helpers::{bpf_copy_from_user, bpf_probe_read_user_str_bytes};
 use ingero_ebpf::{NAME_LEN, NameRecord, RecordKind, counters, name_flags};
 
 use super::context::{count, header, now_ns, submit_flags};
 use super::maps::NAME_EVENTS;
+
+/// Makes the pages of the string at `name_addr` that a record can hold present in the process
+/// (a one-byte copy that may fault, per page), so that [`emit_name`]'s non-faulting read finds
+/// them: a page of a program's `.rodata` that nothing has touched yet is not mapped until a
+/// fault maps it. Sleepable programs only; done before the ring slot is reserved, so a fault
+/// that waits on the disk holds up no other record. A page that cannot be made present is left
+/// to `emit_name`, which counts the failure.
+#[inline(always)]
+pub fn fault_in_name(name_addr: u64) {
+    let mut byte = 0u8;
+    // SAFETY: the helper copies one byte from user memory into `byte`, a valid stack slot;
+    // a bad address is an error return, not a fault of this program.
+    unsafe {
+        bpf_copy_from_user(
+            addr_of_mut!(byte).cast(),
+            1,
+            name_addr as *const core::ffi::c_void,
+        )
+    };
+    // The bytes a record holds end on the next page when the name starts late in its page.
+    let next_page = (name_addr | (PAGE_SIZE - 1)) + 1;
+    if next_page < name_addr + NAME_LEN as u64 {
+        // SAFETY: as above.
+        unsafe {
+            bpf_copy_from_user(
+                addr_of_mut!(byte).cast(),
+                1,
+                next_page as *const core::ffi::c_void,
+            )
+        };
+    }
+}
+
+/// The smallest page size of the hosts CUDA runs on (x86_64, aarch64 with 4 KiB pages): a
+/// larger page only makes the second touch land on a page already present.
+const PAGE_SIZE: u64 = 4096;
 
 /// Emits `handle` → the NUL-terminated string at `name_addr`.
 #[inline(always)]
