@@ -197,3 +197,48 @@ fn a_running_program_with_the_runtime_linked_in_is_found_and_its_kernels_named()
     assert!(said_linked_in(&stderr, &program), "{stderr}");
     check_calls(&own, &printed, "symtab")
 }
+
+#[test]
+fn check_reports_the_runtime_functions_a_program_links_in() -> Result<()> {
+    if !kernel_tests_enabled() {
+        return Ok(());
+    }
+    use ingero_ebpf::{CudaLibrary, CudaOp};
+    let program = linked_runtime_program(&cudart()?, "linked_runtime_12")?;
+    let shown = program.display().to_string();
+    // What nm sees in the program's symbol table (local functions included).
+    let nm = Command::new("nm")
+        .args(["--defined-only"])
+        .arg(&program)
+        .output()
+        .context("running nm")?;
+    let defined: Vec<String> = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let (_, kind, name) = (words.next()?, words.next()?, words.next()?);
+            matches!(kind, "T" | "t").then(|| name.to_string())
+        })
+        .collect();
+    let probed: Vec<&str> = CudaOp::ALL
+        .iter()
+        .filter(|op| op.library() == CudaLibrary::Runtime)
+        .flat_map(|op| op.exports().map(|(symbol, _, _)| symbol))
+        .collect();
+    let linked = probed
+        .iter()
+        .filter(|s| defined.iter().any(|d| d == **s))
+        .count();
+    assert!(linked > 0, "nm found none of {probed:?}");
+    let report: Value =
+        serde_json::from_str(&run_ingero(&["check", "--json", "--cuda-lib", &shown])?)?;
+    let entry = report["libraries"]
+        .as_array()
+        .and_then(|l| l.iter().find(|e| e["path"] == shown.as_str()))
+        .with_context(|| format!("{shown} not reported: {report:#}"))?;
+    assert_eq!(entry["library"], "libcudart", "{entry}");
+    assert_eq!(entry["linked_in"], true, "{entry}");
+    assert_eq!(entry["probed_symbols"], probed.len(), "{entry}");
+    assert_eq!(entry["exported_symbols"], linked, "{entry}");
+    Ok(())
+}

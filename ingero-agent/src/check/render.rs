@@ -50,6 +50,7 @@ pub fn json(report: &Report) -> Value {
                 "exported_symbols": l.exported.len(),
                 "missing": l.missing,
                 "error": l.error,
+                "linked_in": l.linked_in,
             })
         })
         .collect();
@@ -169,6 +170,7 @@ mod tests {
         assert_eq!(lib["probed_symbols"], 2);
         assert_eq!(lib["exported_symbols"], 1);
         assert_eq!(lib["missing"], serde_json::json!(["cudaFree"]));
+        assert_eq!(lib["linked_in"], false);
         assert_eq!(v["privileges"]["sufficient"], true);
         assert_eq!(v["annotate_socket"]["mode"], Value::Null);
         assert_eq!(v["nvtx"]["available"], false);

@@ -100,7 +100,9 @@ impl Daemon {
         let tracepoints = probes.attach_tracepoints()?;
         let library_count = attach_new(&mut probes, &mut attached, libraries, track_mappers)?;
         // Tracing runs from here: rescans must not wait on a large program's symbol table.
-        attached.read_linked_runtimes_in_background();
+        if cuda_libs.is_empty() {
+            attached.read_linked_runtimes_in_background();
+        }
         if library_count == 0 {
             eprintln!(
                 "ingero: no libcudart or libcuda found (searched running processes and install places); \

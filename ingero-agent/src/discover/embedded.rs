@@ -9,6 +9,8 @@
 //! it carries device code (`.nv_fatbin` or `.nvFatBinSegment`, which `nvcc` writes into every
 //! program with kernels) and a `.symtab`; only then is its symbol table read. A stripped
 //! program keeps no `.symtab`, and its runtime calls are seen as the driver calls they make. A
+//! file that loads `libcudart.so` (`DT_NEEDED`) calls that library, attached on its own, and
+//! its `.symtab` is not read either (libtorch_cuda's is 80 MB). A
 //! runtime linked into a file with no device code of its own is not looked for on its own:
 //! `--cuda-lib FILE` names it.
 
