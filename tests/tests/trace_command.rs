@@ -254,3 +254,52 @@ fn a_command_that_does_not_exist_ends_the_session_with_127() -> Result<()> {
     query(&file, &[])?;
     Ok(())
 }
+
+#[test]
+fn a_runtime_the_command_finds_on_its_library_path_is_traced_from_its_first_call() -> Result<()> {
+    if !kernel_tests_enabled() {
+        return Ok(());
+    }
+    let file = recording("library-path")?;
+    // A copy of the runtime in a place no search covers, that the program finds only through
+    // the LD_LIBRARY_PATH given to it by `env` (as past sudo, which drops the variable).
+    let dir = ingero_e2e::root().join("target/e2e-trace-command/odd place");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let copy = dir.join("libcudart.so.12");
+    std::fs::copy(cudart()?, &copy)?;
+    let mut child = Command::new(agent_bin()?)
+        .args(["trace", "--record", "-o"])
+        .arg(&file)
+        .args(["--", "env"])
+        .arg(format!("LD_LIBRARY_PATH={}", dir.display()))
+        .arg(cuda_driver()?)
+        .args(["libcudart.so.12", "calls"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    // Go at once: the calls are over long before a rescan could find the library mapped.
+    child.stdin.take().context("stdin")?.write_all(b"go\n")?;
+    let out = child.wait_with_output()?;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let probing = format!("ingero: {}: probing ", copy.display());
+    let attached = stderr
+        .find("ingero: attached")
+        .context("no attached line")?;
+    assert!(
+        stderr[..attached].contains(&probing),
+        "the copy is attached before the command starts:\n{stderr}"
+    );
+    let rows = query(&file, &[])?;
+    for op in ["cudaMalloc", "cudaLaunchKernel", "cudaDeviceSynchronize"] {
+        let row = rows
+            .iter()
+            .find(|r| r["op"] == op)
+            .with_context(|| format!("no {op}: {rows:#?}\n{stderr}"))?;
+        assert_eq!(row["count"], 1, "{op}: {row}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

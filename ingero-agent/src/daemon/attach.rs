@@ -10,16 +10,12 @@
 //! a process captured by both routes is recorded once.
 
 use std::collections::BTreeSet;
-use std::ffi::OsStr;
-use std::os::unix::{ffi::OsStrExt, fs::PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
 use anyhow::Result;
 
-use crate::discover::{
-    self, LibraryFile, embedded, libraries::Search, looked::Looked, nvtx::NvtxLibrary,
-};
+use crate::discover::{self, LibraryFile, libraries::Search, looked::Looked, nvtx::NvtxLibrary};
 use crate::probes::Probes;
 use ingero_ebpf::NvtxCall;
 
@@ -224,34 +220,6 @@ pub(super) fn discover_libraries(
             .map(|p| discover::libraries::library_at(p))
             .collect()
     }
-}
-
-/// The program `trace -- CMD` is about to run, when it has the runtime linked in: attached
-/// before it starts, because such a program registers its kernels before `main`. Found as the
-/// command will find it (a name without `/` along `PATH`); anything else is for the rescan.
-pub(super) fn command_linked_runtime(program: &OsStr) -> Option<LibraryFile> {
-    let path = program_path(program, std::env::var_os("PATH").as_deref())?;
-    match embedded::linked_runtime_at(&path) {
-        Ok(found) => found,
-        Err(e) => {
-            tracing::debug!("{}: no linked runtime read: {e:#}", path.display());
-            None
-        }
-    }
-}
-
-/// Where `program` is: itself when it names a path, else the first executable file of that
-/// name in `path_var`'s directories (as `execvp` looks).
-fn program_path(program: &OsStr, path_var: Option<&OsStr>) -> Option<PathBuf> {
-    if program.as_bytes().contains(&b'/') {
-        return Some(PathBuf::from(program));
-    }
-    std::env::split_paths(path_var?)
-        .map(|dir| dir.join(program))
-        .find(|candidate| {
-            std::fs::metadata(candidate)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
 }
 
 /// Looks for libraries that running processes loaded since the last look, and attaches them.

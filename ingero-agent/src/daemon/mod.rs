@@ -7,7 +7,8 @@
 //! libraries: discovery, attaching each once, rescans), `setup` (probes, annotation ingest,
 //! pipeline, recording and rings: a running `Daemon`), `annotations` (the ingest side of the
 //! loop), `drain` (the loop), `report` (stats lines, the live table, the final statistics),
-//! `shutdown`; `command` runs the command of `trace -- CMD`, whose exit ends the session.
+//! `shutdown`; `command` runs the command of `trace -- CMD`, whose exit ends the session, and
+//! `command_libraries` finds the libraries that command will load before it starts.
 //!
 //! Shutdown order matters: stop the probes first so nothing new arrives, then drain both rings
 //! to empty, then print the final summary and exit; a forked child releases the uprobes, which
@@ -16,6 +17,7 @@
 mod annotations;
 mod attach;
 mod command;
+mod command_libraries;
 mod config;
 mod drain;
 mod report;

@@ -15,10 +15,9 @@ use tokio::sync::mpsc;
 use ingero_trace::model::{NvtxRecord, SessionInfo};
 
 use super::annotations::{start_ingest, start_nvtx};
-use super::attach::{
-    Attached, attach_new, attach_nvtx, command_linked_runtime, discover_libraries,
-};
+use super::attach::{Attached, attach_new, attach_nvtx, discover_libraries};
 use super::command::{self, Running};
+use super::command_libraries::command_libraries;
 use super::config::{DaemonConfig, RecordConfig};
 use crate::annotate::{IngestConfig, IngestServer, ReceivedAnnotation};
 use crate::nvtx::NvtxServer;
@@ -91,7 +90,7 @@ impl Daemon {
         let mut attached = Attached::default();
         let mut libraries = discover_libraries(&search_pids, &cuda_libs, &mut attached)?;
         if let (Some(command), true) = (&command_config, cuda_libs.is_empty()) {
-            libraries.extend(command_linked_runtime(&command.program));
+            libraries.extend(command_libraries(&command.program, &command.args));
         }
         let (mut probes, rings) = Probes::load(&LoadOptions {
             ringbuf_size,

@@ -191,6 +191,13 @@ pub fn find_cuda_libraries_with(search: &Search, looked: &mut Looked) -> Result<
     Ok(found.0.into_values().collect())
 }
 
+/// The CUDA libraries (by name) that `patterns` match on this host, each file once.
+pub fn libraries_matching(patterns: &[String]) -> Vec<LibraryFile> {
+    let mut found = Found::default();
+    found.add_places(Path::new("/"), patterns);
+    found.0.into_values().collect()
+}
+
 /// Resolves an explicit `--cuda-lib` path into a library file. Its kind comes from its name
 /// (or its symlink target's), else from what it exports (`cuInit` ⇒ driver, `cudaMalloc` ⇒
 /// runtime), else from the runtime linked into it (a program built with `-cudart static`).

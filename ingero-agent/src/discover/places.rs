@@ -91,6 +91,7 @@ pub fn host_patterns() -> Vec<String> {
     let mut prefixes: Vec<String> = ["VIRTUAL_ENV", "CONDA_PREFIX"]
         .iter()
         .filter_map(|var| std::env::var(var).ok())
+        .map(|prefix| glob::Pattern::escape(&prefix))
         .collect();
     prefixes.extend(python_prefixes_on_path());
     for prefix in &prefixes {
@@ -98,6 +99,32 @@ pub fn host_patterns() -> Vec<String> {
     }
     patterns.extend(wheel_patterns(prefixes.iter().map(|p| format!("{p}/lib"))));
     patterns
+}
+
+/// The places a program's own installation holds the libraries: `<prefix>/lib` and its
+/// Python's `site-packages` where the program is `<prefix>/bin/NAME` (a virtual environment's
+/// `python` anywhere, a conda environment, a CUDA toolkit's sample).
+pub fn program_patterns(program: &Path) -> Vec<String> {
+    let Some(prefix) = program
+        .parent()
+        .filter(|bin| bin.file_name().is_some_and(|n| n == "bin"))
+        .and_then(Path::parent)
+    else {
+        return Vec::new();
+    };
+    let prefix = glob::Pattern::escape(&prefix.to_string_lossy());
+    let mut out = vec![
+        format!("{prefix}/lib/libcudart.so*"),
+        format!("{prefix}/lib64/libcudart.so*"),
+    ];
+    out.extend(wheel_patterns([format!("{prefix}/lib")]));
+    out
+}
+
+/// Both libraries in a directory of `LD_LIBRARY_PATH`.
+pub fn library_dir_patterns(dir: &Path) -> Vec<String> {
+    let dir = glob::Pattern::escape(dir.to_string_lossy().trim_end_matches('/'));
+    vec![format!("{dir}/libcudart.so*"), format!("{dir}/libcuda.so*")]
 }
 
 /// Where the `nvidia-cuda-runtime` wheels put libcudart below each Python library root.
@@ -126,7 +153,9 @@ pub fn matching_below(root: &Path, patterns: &[impl AsRef<str>]) -> Vec<PathBuf>
         .collect()
 }
 
-/// `<prefix>` of every `python3` on PATH (`<prefix>/bin/python3`, symlinks resolved).
+/// `<prefix>` of every `python3` on PATH (`<prefix>/bin/python3`), both as found and with
+/// symlinks resolved: a virtual environment's `python3` is a link to the interpreter it was
+/// made from, and its packages are below the link's prefix, not the interpreter's.
 fn python_prefixes_on_path() -> Vec<String> {
     let Some(path) = std::env::var_os("PATH") else {
         return Vec::new();
@@ -137,12 +166,14 @@ fn python_prefixes_on_path() -> Vec<String> {
             let Ok(real) = fs::canonicalize(&candidate) else {
                 continue;
             };
-            let Some(prefix) = real.parent().and_then(Path::parent) else {
-                continue;
-            };
-            let prefix = prefix.display().to_string();
-            if !out.contains(&prefix) {
-                out.push(prefix);
+            for found in [&candidate, &real] {
+                let Some(prefix) = found.parent().and_then(Path::parent) else {
+                    continue;
+                };
+                let prefix = glob::Pattern::escape(&prefix.display().to_string());
+                if !out.contains(&prefix) {
+                    out.push(prefix);
+                }
             }
         }
     }
@@ -181,6 +212,36 @@ mod tests {
         let mut expected: Vec<PathBuf> = places.iter().map(|p| root.join(p)).collect();
         expected.sort();
         assert_eq!(found, expected);
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_programs_own_installation_and_library_dirs_are_searched() {
+        let root = std::env::temp_dir().join(format!("ingero-places-prog-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        // A virtual environment in an odd place (with a glob character in its name), and a
+        // directory of LD_LIBRARY_PATH.
+        let venv = root.join("srv/app [1]/.venv");
+        let places = [
+            venv.join("lib/python3.12/site-packages/nvidia/cu13/lib/libcudart.so.13"),
+            venv.join("lib/libcudart.so.12"),
+            root.join("opt/drivers/libcuda.so.1"),
+            root.join("opt/drivers/libcudart.so.12.9.79"),
+        ];
+        for path in &places {
+            fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            fs::write(path, b"\x7fELF").expect("write");
+        }
+        fs::write(root.join("opt/drivers/libcudnn.so.9"), b"").expect("write");
+        let mut patterns = program_patterns(&venv.join("bin/python"));
+        patterns.extend(library_dir_patterns(&root.join("opt/drivers/")));
+        let mut found = matching_below(Path::new("/"), &patterns);
+        found.sort();
+        let mut expected = places.to_vec();
+        expected.sort();
+        assert_eq!(found, expected);
+        // A program outside a `bin` directory has no installation to look in.
+        assert!(program_patterns(&root.join("opt/drivers/app")).is_empty());
         let _ = fs::remove_dir_all(&root);
     }
 
