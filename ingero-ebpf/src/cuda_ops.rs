@@ -44,6 +44,9 @@ impl OpFlags {
     pub const DESC_2D: OpFlags = OpFlags(4096);
     /// `args[0]` points at a `CUDA_MEMCPY3D` (or `_PEER`): width, height, depth, memory types.
     pub const DESC_3D: OpFlags = OpFlags(8192);
+    /// `args[2]` points at a `CUmemAllocationProp` (`cuMemCreate`): read where the memory
+    /// lives (its `CUmemLocation`'s type and id) into `args[2]`, packed type low.
+    pub const ALLOC_PROP: OpFlags = OpFlags(16384);
 
     pub const fn contains(self, other: OpFlags) -> bool {
         self.0 & other.0 == other.0
@@ -399,6 +402,21 @@ cuda_ops! {
     CuMemHostRegister = 190, Driver, "cuMemHostRegister", NONE,
         ["cuMemHostRegister_v2", "cuMemHostRegister"];
     CuMemHostUnregister = 191, Driver, "cuMemHostUnregister", NONE, ["cuMemHostUnregister"];
+
+    // Virtual memory management: physical memory is created as a handle and mapped into an
+    // address range reserved apart (PyTorch's expandable segments, NCCL's buffers since 2.19,
+    // vLLM's sleep mode). None of it goes through cuMemAlloc. The handle a call creates,
+    // retains or imports is its `out`; the range a reservation returns too.
+    CuMemCreate = 192, Driver, "cuMemCreate", OpFlags(OUT0.0 | OpFlags::ALLOC_PROP.0), ["cuMemCreate"];
+    CuMemRelease = 193, Driver, "cuMemRelease", NONE, ["cuMemRelease"];
+    CuMemMap = 194, Driver, "cuMemMap", NONE, ["cuMemMap"];
+    CuMemUnmap = 195, Driver, "cuMemUnmap", NONE, ["cuMemUnmap"];
+    CuMemRetainAllocationHandle = 196, Driver, "cuMemRetainAllocationHandle", OUT0,
+        ["cuMemRetainAllocationHandle"];
+    CuMemImportFromShareableHandle = 197, Driver, "cuMemImportFromShareableHandle", OUT0,
+        ["cuMemImportFromShareableHandle"];
+    CuMemAddressReserve = 198, Driver, "cuMemAddressReserve", OUT0, ["cuMemAddressReserve"];
+    CuMemAddressFree = 199, Driver, "cuMemAddressFree", NONE, ["cuMemAddressFree"];
 }
 
 /// Upper bound on `CudaOp` values, for arrays indexed by op.

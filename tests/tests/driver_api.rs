@@ -178,6 +178,30 @@ fn driver_calls_carry_exact_arguments_with_their_export() -> Result<()> {
         only(&all, "cuGraphInstantiateWithFlags", pid)["args"]["graph"],
         "0x5000"
     );
+
+    // Virtual memory management: the location from the properties the call points at.
+    let create = only(&all, "cuMemCreate", pid);
+    assert_eq!(create["args"]["size"], 2 << 20);
+    assert_eq!(create["args"]["location"], "device:1", "{create}");
+    assert_eq!(
+        create["args"]["handle"],
+        Value::Null,
+        "no handle on failure"
+    );
+    let reserve = only(&all, "cuMemAddressReserve", pid);
+    assert_eq!(reserve["args"]["size"], 1 << 30);
+    assert_eq!(reserve["args"]["ptr"], Value::Null, "no range on failure");
+    let map = only(&all, "cuMemMap", pid);
+    assert_eq!(map["args"]["ptr"], "0x7f4000000000");
+    assert_eq!(map["args"]["size"], 2 << 20);
+    assert_eq!(map["args"]["handle"], "0x5100");
+    assert_eq!(
+        only(&all, "cuMemRetainAllocationHandle", pid)["args"]["ptr"],
+        "0x7f4000001000"
+    );
+    assert_eq!(only(&all, "cuMemUnmap", pid)["args"]["size"], 2 << 20);
+    assert_eq!(only(&all, "cuMemRelease", pid)["args"]["handle"], "0x5100");
+    assert_eq!(only(&all, "cuMemAddressFree", pid)["args"]["size"], 1 << 30);
     Ok(())
 }
 

@@ -1,5 +1,6 @@
-//! Kernel test of `ingero query --memory`: two processes make known allocations through a
-//! test-only runtime (`tests/fixtures/mock_memory.c`, whose allocations succeed), the agent
+//! Kernel tests of `ingero query --memory`: two processes make known allocations through a
+//! test-only runtime (`tests/fixtures/mock_memory.c`, whose allocations succeed), and one
+//! allocates by handle through a test-only driver (`tests/fixtures/mock_vmm.c`); the agent
 //! records them, and the query gives each process's held and peak bytes exactly.
 
 use std::io::{BufRead, BufReader, Write};
@@ -111,6 +112,58 @@ fn query_memory_gives_each_process_its_held_and_peak_bytes() -> Result<()> {
     let text = run_ingero(&["query", "--trace", &trace_str, "--memory"])?;
     assert!(text.contains("1 unknown free(s)"), "{text}");
     assert!(text.contains("largest live allocations"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[test]
+fn query_memory_follows_memory_by_handle_to_its_release_and_unmap() -> Result<()> {
+    if !kernel_tests_enabled() {
+        return Ok(());
+    }
+    let mock = build_fixture("mock_vmm", "libmock_vmm.so", &["-shared", "-fPIC"])?;
+    let mock_str = mock.to_string_lossy().to_string();
+    let program = build_fixture("vmm_driver", "vmm_driver", &["-ldl"])?;
+    let mut driver = Driver::spawn(&program, &[&mock_str])?;
+    let pid = driver.read()?["pid"].as_u64().context("pid")?;
+
+    let dir = std::env::temp_dir().join(format!("ingero-vmm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let trace = dir.join("vmm.pftrace");
+    let trace_str = trace.to_string_lossy().to_string();
+    let agent = Agent::start(&[
+        "--cuda-lib",
+        &mock_str,
+        "--pid",
+        &pid.to_string(),
+        "--record",
+        "-o",
+        &trace_str,
+    ])?;
+    let done = driver.go_and_finish()?;
+    assert_eq!(done["ret"], 0, "the mock's calls succeed: {done}");
+    // Let the exit reach the recording before the agent stops.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    agent.stop()?;
+
+    let out = run_ingero(&["query", "--trace", &trace_str, "--memory", "--json"])?;
+    let report: Value = serde_json::from_str(out.trim()).context("query --memory --json")?;
+    let p = row(&report, pid)?;
+    let vmm = &p["kinds"]["vmm"];
+    assert_eq!(vmm["peak_bytes"], 40 * MIB, "A and B mapped at once: {p:#}");
+    assert_eq!(vmm["allocations"], 2, "{p:#}");
+    assert_eq!(
+        vmm["frees"], 1,
+        "B went at its unmap; A's retain and release left it: {p:#}"
+    );
+    assert_eq!(p["peak_bytes"], 40 * MIB, "host memory is not the GPU's");
+    assert_eq!(p["pinned"]["peak_bytes"], 2 * MIB, "{p:#}");
+    assert_eq!(p["held_at_exit_bytes"], 20 * MIB, "A was held at the exit");
+    assert_eq!(p["unknown_frees"], 0, "{p:#}");
+    assert_eq!(p["largest"][0]["op"], "cuMemCreate");
+    assert_eq!(p["largest"][0]["size_bytes"], 20 * MIB);
+    assert_eq!(p["largest"][0]["ptr"], done["a"], "named by its handle");
+    assert_eq!(p["largest"][0]["kind"], "vmm");
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

@@ -12,9 +12,13 @@ use super::pinned::{Pinned, concerns_pinned};
 use ingero_trace::fast_map::FastMap;
 use ingero_trace::model::CudaArgs;
 use ingero_trace::model::CudaCallRecord;
+use ingero_trace::model::{MemKind, PhysicalChange, PhysicalMemory};
 
 /// First calls kept per process and operation, for the cold-start rule.
 pub const FIRST_CALLS: usize = 5;
+/// `cuMemCreate` handles and mappings followed per process; past it a creation is counted
+/// as an allocation but its memory is not followed to its end.
+const PHYSICAL_FOLLOWED: usize = 1 << 20;
 /// Failed allocations kept per process as evidence.
 const FAILED_KEPT: usize = 8;
 
@@ -45,6 +49,8 @@ pub struct ProcStats {
     pub first_alloc_ns: u64,
     pub last_alloc_ns: u64,
     live: FastMap<u64, u64>,
+    /// `cuMemCreate` handles and their mappings.
+    physical: PhysicalMemory,
     /// The first calls of each op (up to [`FIRST_CALLS`]): start and duration.
     pub first_calls: FastMap<CudaOp, Vec<(u64, u64)>>,
     /// The ops whose first calls are all in, so later calls skip the map.
@@ -102,6 +108,9 @@ impl ProcStats {
         }
         match c.args {
             CudaArgs::Alloc { .. } | CudaArgs::Free { .. } => self.add_memory(c),
+            CudaArgs::PhysicalCreate { .. }
+            | CudaArgs::PhysicalHandle { .. }
+            | CudaArgs::AddressRange { .. } => self.add_physical(c),
             ref args if concerns_pinned(args) => {
                 self.pinned.add(c);
                 0
@@ -152,6 +161,55 @@ impl ProcStats {
     }
 
     /// Allocations and frees: live allocations, failures; returns the net bytes.
+    /// Accounts a call of CUDA's virtual memory management API: GPU memory is allocated at
+    /// `cuMemCreate` and freed when its handle is released and unmapped, whichever is last.
+    #[inline(never)]
+    fn add_physical(&mut self, c: &CudaCallRecord) -> i64 {
+        if c.ret != 0 {
+            if let CudaArgs::PhysicalCreate { size, .. } = c.args {
+                self.failed_allocs += 1;
+                if self.failed.len() < FAILED_KEPT {
+                    self.failed.push(FailedAlloc {
+                        ts_ns: c.ts_ns,
+                        op: c.op,
+                        size,
+                        ret: c.ret,
+                    });
+                }
+            }
+            return 0;
+        }
+        let room = self.physical.followed() < PHYSICAL_FOLLOWED;
+        let mut net: i64 = 0;
+        let mut changes = Vec::new();
+        self.physical
+            .apply(c.op, &c.args, c.ts_ns, room, &mut |ch| changes.push(ch));
+        for ch in changes {
+            match ch {
+                PhysicalChange::Created(b) if b.kind == MemKind::Vmm => {
+                    if self.allocs == 0 {
+                        self.first_alloc_ns = c.ts_ns;
+                    }
+                    self.last_alloc_ns = c.ts_ns;
+                    self.allocs += 1;
+                    self.alloc_bytes += b.size;
+                    net = net.saturating_add(i64::try_from(b.size).unwrap_or(i64::MAX));
+                }
+                PhysicalChange::Freed(b) if b.kind == MemKind::Vmm => {
+                    self.frees += 1;
+                    self.freed_bytes += b.size;
+                    net = net.saturating_sub(i64::try_from(b.size).unwrap_or(i64::MAX));
+                }
+                PhysicalChange::Unfollowed { size } if size > 0 => {
+                    self.allocs += 1;
+                    self.alloc_bytes += size;
+                }
+                _ => {}
+            }
+        }
+        net
+    }
+
     #[inline(never)]
     fn add_memory(&mut self, c: &CudaCallRecord) -> i64 {
         match c.args {

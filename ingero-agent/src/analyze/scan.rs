@@ -274,7 +274,12 @@ impl<'a> Scan<'a> {
         if let Some((stats, bins)) = self.procs.get_mut(slot) {
             let net = stats.add(c);
             activity.add_api_to(bins, c.ts_ns, c.duration_ns);
-            if net != 0 || matches!(c.args, CudaArgs::Alloc { .. }) {
+            if net != 0
+                || matches!(
+                    c.args,
+                    CudaArgs::Alloc { .. } | CudaArgs::PhysicalCreate { .. }
+                )
+            {
                 let b = activity.bin_near(c.ts_ns);
                 bins.net_bytes[b] += net;
                 if net > 0 {

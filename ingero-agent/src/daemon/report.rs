@@ -67,6 +67,10 @@ pub(super) fn drops(
         "memory_processes_untallied",
         pipeline.stats.memory.untallied,
     ));
+    drops.push((
+        "memory_handles_unfollowed",
+        pipeline.stats.memory.physical_unfollowed,
+    ));
     drops.push(("graphs_forgotten", pipeline.graphs.evicted));
     drops.push(("process_exits_settled_early", pipeline.exits.settled_early));
     let ranks = pipeline.ranks.stats;

@@ -3,7 +3,7 @@
 //! layout (the eBPF side packs them), so both share one decoding.
 
 use ingero_ebpf::{ALLOC_PTR_SLOT, CudaOp, FREE_SIZE_SLOT, MAX_ARGS};
-use ingero_trace::model::{CudaArgs, MemcpyKind};
+use ingero_trace::model::{CudaArgs, MemLocation, MemcpyKind};
 
 fn dim3(xy: u64, z: u64) -> [u32; 3] {
     [xy as u32, (xy >> 32) as u32, z as u32]
@@ -89,6 +89,44 @@ pub fn cuda_args(op: CudaOp, a: &[u64; MAX_ARGS], ret: i32, out: u64, legacy: bo
             flags: a[2] as u32,
         },
         HostUnregister | CuMemHostUnregister => CudaArgs::HostUnregister { ptr: a[0] },
+        // (handle *, size, prop *, flags): the probe read the prop's location into a[2].
+        CuMemCreate => CudaArgs::PhysicalCreate {
+            size: a[1],
+            handle: out,
+            location: MemLocation::from_raw(a[2] as u32, (a[2] >> 32) as u32 as i32),
+        },
+        CuMemRelease => CudaArgs::PhysicalHandle {
+            handle: Some(a[0]),
+            ptr: None,
+        },
+        // (handle *, addr).
+        CuMemRetainAllocationHandle => CudaArgs::PhysicalHandle {
+            handle: out,
+            ptr: Some(a[1]),
+        },
+        // (handle *, os handle, handle type).
+        CuMemImportFromShareableHandle => CudaArgs::PhysicalHandle {
+            handle: out,
+            ptr: None,
+        },
+        // (ptr, size, offset, handle, flags).
+        CuMemMap => CudaArgs::AddressRange {
+            ptr: Some(a[0]),
+            size: a[1],
+            handle: Some(a[3]),
+        },
+        // (ptr *, size, alignment, addr, flags).
+        CuMemAddressReserve => CudaArgs::AddressRange {
+            ptr: out,
+            size: a[1],
+            handle: None,
+        },
+        // (ptr, size).
+        CuMemUnmap | CuMemAddressFree => CudaArgs::AddressRange {
+            ptr: Some(a[0]),
+            size: a[1],
+            handle: None,
+        },
         LaunchKernel
         | LaunchCooperativeKernel
         | LaunchKernelExC

@@ -6,7 +6,7 @@ use ingero_ebpf::{
 };
 
 use super::*;
-use ingero_trace::model::{CudaArgs, MemcpyKind};
+use ingero_trace::model::{CudaArgs, MemLocation, MemcpyKind};
 
 fn comm(s: &str) -> [u8; COMM_LEN] {
     let mut c = [0; COMM_LEN];
@@ -488,4 +488,98 @@ fn an_nvtx_probe_record_decodes_its_ascii_or_wide_message() {
     assert!(decode_nvtx_probe(&record_bytes(&rec)[..60]).is_err());
     // The event decoder leaves it to the fallback.
     assert!(decode(record_bytes(&rec)).is_err());
+}
+
+/// The arguments of a successful call of `op` that wrote `out`.
+fn args_with_out(op: CudaOp, out: u64, args: [u64; 8]) -> CudaArgs {
+    let mut rec = cuda(op, 0, args);
+    rec.out = out;
+    let Ok(Event::Cuda(call)) = decode(record_bytes(&rec)) else {
+        panic!("{op:?}: not a CUDA call")
+    };
+    call.args
+}
+
+#[test]
+fn virtual_memory_calls_name_their_handles_ranges_and_location() {
+    // cuMemCreate(handle *, size, prop *, flags): the probe put the location (type 1, device
+    // 3) where the prop pointer was; the handle is what the call wrote.
+    let created = args_with_out(
+        CudaOp::CuMemCreate,
+        0x5600_0001,
+        [0x7ffc_0000, 20 << 20, 1 | (3 << 32), 0, 0, 0, 0, 0],
+    );
+    assert_eq!(
+        created,
+        CudaArgs::PhysicalCreate {
+            size: 20 << 20,
+            handle: Some(0x5600_0001),
+            location: MemLocation::Device(3),
+        }
+    );
+    // A failed creation wrote no handle; a negative id survives (`CU_DEVICE_INVALID`).
+    assert_eq!(
+        args_of(
+            CudaOp::CuMemCreate,
+            0,
+            [0x7ffc_0000, 4096, 5 | (0xffff_ffff << 32), 0, 0, 0, 0, 0]
+        ),
+        CudaArgs::PhysicalCreate {
+            size: 4096,
+            handle: None,
+            location: MemLocation::Unknown(5),
+        }
+    );
+    assert_eq!(
+        args_with_out(
+            CudaOp::CuMemMap,
+            0,
+            [0x7f40_0000_0000, 2 << 20, 0, 0x5600_0001, 0, 0, 0, 0]
+        ),
+        CudaArgs::AddressRange {
+            ptr: Some(0x7f40_0000_0000),
+            size: 2 << 20,
+            handle: Some(0x5600_0001),
+        }
+    );
+    assert_eq!(
+        args_with_out(
+            CudaOp::CuMemAddressReserve,
+            0x7f40_0000_0000,
+            [0x7ffc_0000, 1 << 30, 0, 0, 0, 0, 0, 0]
+        ),
+        CudaArgs::AddressRange {
+            ptr: Some(0x7f40_0000_0000),
+            size: 1 << 30,
+            handle: None,
+        }
+    );
+    for op in [CudaOp::CuMemUnmap, CudaOp::CuMemAddressFree] {
+        assert_eq!(
+            args_with_out(op, 0, [0x7f40_0000_0000, 2 << 20, 0, 0, 0, 0, 0, 0]),
+            CudaArgs::AddressRange {
+                ptr: Some(0x7f40_0000_0000),
+                size: 2 << 20,
+                handle: None,
+            }
+        );
+    }
+    assert_eq!(
+        args_with_out(CudaOp::CuMemRelease, 0, [0x5600_0001, 0, 0, 0, 0, 0, 0, 0]),
+        CudaArgs::PhysicalHandle {
+            handle: Some(0x5600_0001),
+            ptr: None,
+        }
+    );
+    assert_eq!(
+        args_with_out(
+            CudaOp::CuMemRetainAllocationHandle,
+            0x5600_0001,
+            [0x7ffc_0000, 0x7f40_0000_1000, 0, 0, 0, 0, 0, 0]
+        ),
+        CudaArgs::PhysicalHandle {
+            handle: Some(0x5600_0001),
+            ptr: Some(0x7f40_0000_1000),
+        }
+    );
 }

@@ -1,7 +1,9 @@
 //! GPU memory held per process, for the live table: successful allocations (device, pool,
 //! managed) add their size, frees subtract the size the probes remembered for the pointer
 //! (their own live-allocation map, so the agent keeps no map of its own). A free the probes
-//! could not size (memory allocated before tracing began) is counted, not guessed.
+//! could not size (memory allocated before tracing began) is counted, not guessed. Memory
+//! created by handle (`cuMemCreate`) is held until the handle is released and unmapped, which
+//! needs the handles' state: kept per process ([`PhysicalMemory`]), bounded over all of them.
 //!
 //! Bounded: at most [`MAX_MEMORY_PROCESSES`] processes; the calls of others are counted in
 //! [`MemoryTally::untallied`]. A process that exits is dropped (the driver released its memory).
@@ -11,10 +13,13 @@ use std::collections::HashMap;
 use ingero_ebpf::CudaOp;
 use ingero_trace::model::{CudaArgs, CudaCall, Event};
 
-use ingero_trace::model::{MemKind, counts_for_memory};
+use ingero_trace::model::{MemKind, PhysicalChange, PhysicalMemory, counts_for_memory};
 
 /// Most processes tallied at once.
 pub const MAX_MEMORY_PROCESSES: usize = 4096;
+/// `cuMemCreate` handles and mappings followed at once, over all processes (about 64 bytes
+/// each with the maps' overhead: some 16 MiB at the bound).
+pub const MAX_PHYSICAL_FOLLOWED: usize = 1 << 18;
 
 /// One process's GPU memory.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -22,6 +27,8 @@ pub struct Held {
     pub comm: String,
     pub held: u64,
     pub peak: u64,
+    /// Its `cuMemCreate` handles and their mappings.
+    pub physical: PhysicalMemory,
 }
 
 /// GPU memory per process.
@@ -32,6 +39,10 @@ pub struct MemoryTally {
     pub unknown_frees: u64,
     /// Memory calls of processes past [`MAX_MEMORY_PROCESSES`].
     pub untallied: u64,
+    /// `cuMemCreate` handles and mappings followed, over all processes.
+    physical_followed: usize,
+    /// Handles or mappings not followed past [`MAX_PHYSICAL_FOLLOWED`].
+    pub physical_unfollowed: u64,
 }
 
 impl MemoryTally {
@@ -45,38 +56,49 @@ impl MemoryTally {
     /// An exited process holds nothing. Called once the process's last CUDA records were
     /// taken (the pipeline's settled exits), so none of them brings it back.
     pub fn forget(&mut self, pid: u32) {
-        self.by_pid.remove(&pid);
+        if let Some(h) = self.by_pid.remove(&pid) {
+            self.physical_followed = self.physical_followed.saturating_sub(h.physical.followed());
+        }
     }
 
     fn cuda(&mut self, c: &CudaCall) {
+        if c.ret != 0 {
+            return;
+        }
+        let physical = matches!(
+            c.args,
+            CudaArgs::PhysicalCreate { .. }
+                | CudaArgs::PhysicalHandle { .. }
+                | CudaArgs::AddressRange { .. }
+        );
         // A pitched allocation is not in the probes' map, so its free could not be sized:
         // left out rather than held forever. Pinned host memory is not the GPU's.
         let delta = match c.args {
+            _ if physical => None,
             CudaArgs::Alloc {
                 size, ptr: Some(_), ..
-            } if c.ret == 0
-                && c.op != CudaOp::CuMemAllocPitch
-                && MemKind::of_alloc(c.op).is_some_and(|k| k != MemKind::Pinned) =>
+            } if c.op != CudaOp::CuMemAllocPitch
+                && MemKind::of_alloc(c.op).is_some_and(MemKind::is_gpu) =>
             {
                 Some(size as i128)
             }
             CudaArgs::Free {
                 ptr, size: None, ..
-            } if c.ret == 0 && ptr != 0 => {
+            } if ptr != 0 => {
                 self.unknown_frees += 1;
-                None
+                return;
             }
             CudaArgs::Free {
                 size: Some(size), ..
-            } if c.ret == 0 => Some(-(size as i128)),
-            _ => None,
+            } => Some(-(size as i128)),
+            _ => return,
         };
-        let Some(delta) = delta else { return };
         let pid = c.task.pid;
         if !self.by_pid.contains_key(&pid) && self.by_pid.len() >= MAX_MEMORY_PROCESSES {
             self.untallied += 1;
             return;
         }
+        let room = self.physical_followed < MAX_PHYSICAL_FOLLOWED;
         let h = self.by_pid.entry(pid).or_default();
         if c.task.pid == c.task.tid || h.comm.is_empty() {
             let name = c.task.comm.as_str();
@@ -84,6 +106,27 @@ impl MemoryTally {
                 h.comm = name.into_owned();
             }
         }
+        let delta = match delta {
+            Some(d) => d,
+            None => {
+                // Memory by handle: held from cuMemCreate until released and unmapped.
+                let before = h.physical.followed();
+                let (mut d, mut unknown, mut unfollowed) = (0i128, 0u64, 0u64);
+                h.physical
+                    .apply(c.op, &c.args, c.ts_ns, room, &mut |ch| match ch {
+                        PhysicalChange::Created(b) if b.kind.is_gpu() => d += b.size as i128,
+                        PhysicalChange::Freed(b) if b.kind.is_gpu() => d -= b.size as i128,
+                        PhysicalChange::UnknownRelease => unknown += 1,
+                        PhysicalChange::Unfollowed { .. } => unfollowed += 1,
+                        _ => {}
+                    });
+                self.physical_followed =
+                    (self.physical_followed + h.physical.followed()).saturating_sub(before);
+                self.unknown_frees += unknown;
+                self.physical_unfollowed += unfollowed;
+                d
+            }
+        };
         h.held = if delta >= 0 {
             h.held.saturating_add(delta as u64)
         } else {
@@ -208,6 +251,54 @@ mod tests {
             !m.by_pid.contains_key(&2),
             "an exited process holds nothing"
         );
+    }
+
+    #[test]
+    fn memory_by_handle_is_held_until_released_and_unmapped() {
+        use ingero_trace::model::MemLocation;
+        let mut m = MemoryTally::default();
+        let create = |handle, size, location| CudaArgs::PhysicalCreate {
+            size,
+            handle: Some(handle),
+            location,
+        };
+        let range = |ptr, size, handle| CudaArgs::AddressRange {
+            ptr: Some(ptr),
+            size,
+            handle,
+        };
+        let release = |handle| CudaArgs::PhysicalHandle {
+            handle: Some(handle),
+            ptr: None,
+        };
+        m.record(&call(
+            1,
+            CudaOp::CuMemCreate,
+            create(0x51, 300, MemLocation::Device(0)),
+            None,
+        ));
+        m.record(&call(
+            1,
+            CudaOp::CuMemMap,
+            range(0x9000, 300, Some(0x51)),
+            None,
+        ));
+        // Host memory by handle is not the GPU's.
+        m.record(&call(
+            1,
+            CudaOp::CuMemCreate,
+            create(0x52, 1 << 30, MemLocation::Host),
+            None,
+        ));
+        m.record(&call(1, CudaOp::CuMemRelease, release(0x51), None));
+        assert_eq!(m.by_pid[&1].held, 300, "released but mapped");
+        m.record(&call(1, CudaOp::CuMemUnmap, range(0x9000, 300, None), None));
+        assert_eq!((m.by_pid[&1].held, m.by_pid[&1].peak), (0, 300));
+        m.record(&call(1, CudaOp::CuMemRelease, release(0x77), None));
+        assert_eq!(m.unknown_frees, 1, "a handle never seen created");
+        assert_eq!(m.physical_followed, 1, "the host block");
+        m.forget(1);
+        assert_eq!(m.physical_followed, 0, "an exit gives the bound back");
     }
 
     #[test]

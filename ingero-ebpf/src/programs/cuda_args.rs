@@ -44,6 +44,10 @@ const COPY_3D: Descriptor = Descriptor {
     dims: 176,
 };
 
+/// Where `CUmemAllocationProp` keeps its `CUmemLocation` (type: u32, id: i32), checked with
+/// `offsetof` against the cuda.h of CUDA 12.9 and 13.
+const ALLOC_PROP_LOCATION: u64 = 8;
+
 /// Reads `T` from user memory, counting a failure.
 #[inline(always)]
 fn user<T>(addr: u64) -> Option<T> {
@@ -123,6 +127,10 @@ pub fn read(ctx: &ProbeContext, flags: OpFlags) -> [u64; MAX_ARGS] {
             args[5] = h;
         }
         args[6] = memory_types(d, &COPY_2D);
+    }
+    if flags.contains(OpFlags::ALLOC_PROP) {
+        // Unread (0, the invalid location type) when the pointer is bad: the call fails too.
+        args[2] = user::<[u32; 2]>(args[2] + ALLOC_PROP_LOCATION).map_or(0, |[t, id]| pack(t, id));
     }
     if flags.contains(OpFlags::DESC_3D) {
         let d = args[0];

@@ -259,6 +259,24 @@ impl Serialize for CudaArgsView<'_> {
             CudaArgs::HostFree { ptr } | CudaArgs::HostUnregister { ptr } => {
                 m.put("ptr", &Hex(*ptr))?
             }
+            CudaArgs::PhysicalCreate {
+                size,
+                handle,
+                location,
+            } => {
+                m.put("size", size)?;
+                m.put(ArgKey::Handle.text(), &handle.map(Hex))?;
+                m.put(ArgKey::Location.text(), &location.text())?;
+            }
+            CudaArgs::PhysicalHandle { handle, ptr } => {
+                m.put(ArgKey::Handle.text(), &handle.map(Hex))?;
+                m.opt_hex("ptr", *ptr)?;
+            }
+            CudaArgs::AddressRange { ptr, size, handle } => {
+                m.put("ptr", &ptr.map(Hex))?;
+                m.put("size", size)?;
+                m.opt_hex(ArgKey::Handle.text(), *handle)?;
+            }
             CudaArgs::HostRegister { ptr, size, flags } => {
                 m.put("ptr", &Hex(*ptr))?;
                 m.put("size", size)?;

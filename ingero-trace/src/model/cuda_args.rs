@@ -83,6 +83,69 @@ pub struct LaunchConfig {
     pub stream: u64,
 }
 
+/// Where a `cuMemCreate` allocation lives: its `CUmemLocation` (`CU_MEM_LOCATION_TYPE_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemLocation {
+    /// `CU_MEM_LOCATION_TYPE_DEVICE` (1): GPU memory of the device with this ordinal.
+    Device(i32),
+    /// `CU_MEM_LOCATION_TYPE_HOST` (2): page-locked host memory.
+    Host,
+    /// `CU_MEM_LOCATION_TYPE_HOST_NUMA` (3): page-locked host memory of this NUMA node.
+    HostNuma(i32),
+    /// `CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT` (4): of the calling thread's NUMA node.
+    HostNumaCurrent,
+    /// Any other type (0 when the probe could not read the properties), kept as passed.
+    Unknown(u32),
+}
+
+impl MemLocation {
+    /// The location of a raw `CUmemLocation` (type, id).
+    pub fn from_raw(kind: u32, id: i32) -> MemLocation {
+        match kind {
+            1 => MemLocation::Device(id),
+            2 => MemLocation::Host,
+            3 => MemLocation::HostNuma(id),
+            4 => MemLocation::HostNumaCurrent,
+            other => MemLocation::Unknown(other),
+        }
+    }
+
+    /// Whether the memory is host memory (page-locked by the driver), not the GPU's.
+    pub fn is_host(self) -> bool {
+        matches!(
+            self,
+            MemLocation::Host | MemLocation::HostNuma(_) | MemLocation::HostNumaCurrent
+        )
+    }
+
+    /// As written in recordings and JSON: `device:0`, `host`, `host_numa:1`,
+    /// `host_numa_current`, `unknown:<type>`.
+    pub fn text(self) -> Cow<'static, str> {
+        match self {
+            MemLocation::Device(id) => Cow::Owned(format!("device:{id}")),
+            MemLocation::Host => Cow::Borrowed("host"),
+            MemLocation::HostNuma(id) => Cow::Owned(format!("host_numa:{id}")),
+            MemLocation::HostNumaCurrent => Cow::Borrowed("host_numa_current"),
+            MemLocation::Unknown(t) => Cow::Owned(format!("unknown:{t}")),
+        }
+    }
+
+    /// Reads [`Self::text`]'s output; anything else is `Unknown(0)`.
+    pub fn from_text(text: &str) -> MemLocation {
+        let number = |s: &str| s.parse::<i32>().ok();
+        match text.split_once(':') {
+            None if text == "host" => MemLocation::Host,
+            None if text == "host_numa_current" => MemLocation::HostNumaCurrent,
+            Some(("device", id)) => number(id).map_or(MemLocation::Unknown(0), MemLocation::Device),
+            Some(("host_numa", id)) => {
+                number(id).map_or(MemLocation::Unknown(0), MemLocation::HostNuma)
+            }
+            Some(("unknown", t)) => MemLocation::Unknown(t.parse().unwrap_or(0)),
+            _ => MemLocation::Unknown(0),
+        }
+    }
+}
+
 /// Which [`CudaArgs`] variant an op's arguments take: the one place that groups the ops, so
 /// the reader (and the tests) need no op lists of their own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -99,6 +162,12 @@ pub enum ArgsShape {
     HostRegister,
     /// [`CudaArgs::HostUnregister`].
     HostUnregister,
+    /// [`CudaArgs::PhysicalCreate`]: `cuMemCreate`.
+    PhysicalCreate,
+    /// [`CudaArgs::PhysicalHandle`]: the calls that release, retain or import a handle.
+    PhysicalHandle,
+    /// [`CudaArgs::AddressRange`]: mapping, unmapping, reserving and freeing address ranges.
+    AddressRange,
     /// [`CudaArgs::Launch`]: kernel launches, runtime and driver.
     Launch,
     /// [`CudaArgs::GraphLaunch`].
@@ -141,6 +210,13 @@ impl ArgsShape {
             FreeHost | CuMemFreeHost => ArgsShape::HostFree,
             HostRegister | CuMemHostRegister => ArgsShape::HostRegister,
             HostUnregister | CuMemHostUnregister => ArgsShape::HostUnregister,
+            CuMemCreate => ArgsShape::PhysicalCreate,
+            CuMemRelease | CuMemRetainAllocationHandle | CuMemImportFromShareableHandle => {
+                ArgsShape::PhysicalHandle
+            }
+            CuMemMap | CuMemUnmap | CuMemAddressReserve | CuMemAddressFree => {
+                ArgsShape::AddressRange
+            }
             LaunchKernel
             | LaunchCooperativeKernel
             | LaunchKernelExC
@@ -191,13 +267,20 @@ impl ArgsShape {
 }
 
 impl ArgsShape {
-    /// Whether the shape allocates or frees memory (device, pool, managed or pinned host).
-    /// A driver call nested in such a call is the runtime call's own work (`cuMemAlloc`
-    /// inside `cudaMalloc`): memory accounting counts the outer call only.
+    /// Whether the shape allocates or frees memory (device, pool, managed, pinned host, or
+    /// physical memory by handle and the address ranges it is mapped into). A driver call
+    /// nested in such a call is the runtime call's own work (`cuMemAlloc` inside
+    /// `cudaMalloc`): memory accounting counts the outer call only.
     pub const fn is_memory(self) -> bool {
         matches!(
             self,
-            ArgsShape::Alloc | ArgsShape::Free | ArgsShape::HostAlloc | ArgsShape::HostFree
+            ArgsShape::Alloc
+                | ArgsShape::Free
+                | ArgsShape::HostAlloc
+                | ArgsShape::HostFree
+                | ArgsShape::PhysicalCreate
+                | ArgsShape::PhysicalHandle
+                | ArgsShape::AddressRange
         )
     }
 
@@ -221,9 +304,13 @@ pub enum MemKind {
     /// Unified memory: `cudaMallocManaged`, `cuMemAllocManaged`.
     Managed,
     /// Page-locked host memory: `cudaMallocHost`, `cudaHostAlloc`, `cuMemAllocHost`,
-    /// `cuMemHostAlloc`. Memory page-locked by `cudaHostRegister` / `cuMemHostRegister` is
-    /// the caller's own allocation, so it is no kind: those calls allocate nothing.
+    /// `cuMemHostAlloc`, and `cuMemCreate` at a host location. Memory page-locked by
+    /// `cudaHostRegister` / `cuMemHostRegister` is the caller's own allocation, so it is no
+    /// kind: those calls allocate nothing.
     Pinned,
+    /// Physical GPU memory created by handle (`cuMemCreate` at a device location), the
+    /// virtual memory management API: held until the handle is released and unmapped.
+    Vmm,
 }
 
 impl MemKind {
@@ -239,10 +326,36 @@ impl MemKind {
             MemKind::Pool => "pool",
             MemKind::Managed => "managed",
             MemKind::Pinned => "pinned",
+            MemKind::Vmm => "vmm",
         }
     }
 
-    /// The kind an allocating op hands out; `None` for every other op.
+    /// Every kind, in [`Self::index`] order.
+    pub const ALL: [MemKind; 5] = [
+        MemKind::Device,
+        MemKind::Pool,
+        MemKind::Managed,
+        MemKind::Pinned,
+        MemKind::Vmm,
+    ];
+
+    /// Whether the kind is the GPU's memory (all but pinned host memory).
+    pub const fn is_gpu(self) -> bool {
+        !matches!(self, MemKind::Pinned)
+    }
+
+    /// The kind of physical memory `cuMemCreate` made at `location`: pinned host memory at a
+    /// host location, else the GPU's (a location the probe could not read included).
+    pub fn of_location(location: MemLocation) -> MemKind {
+        if location.is_host() {
+            MemKind::Pinned
+        } else {
+            MemKind::Vmm
+        }
+    }
+
+    /// The kind an allocating op hands out; `None` for every other op (`cuMemCreate`'s kind
+    /// depends on its location: [`Self::of_location`]).
     pub fn of_alloc(op: CudaOp) -> Option<MemKind> {
         use CudaOp::*;
         Some(match op {
@@ -326,6 +439,34 @@ pub enum CudaArgs {
     HostUnregister {
         /// The start of the range registered before.
         ptr: u64,
+    },
+    /// cuMemCreate: physical memory, named by a handle until it is released.
+    PhysicalCreate {
+        /// Bytes requested.
+        size: u64,
+        /// The `CUmemGenericAllocationHandle` created; `None` when the call failed.
+        handle: Option<u64>,
+        /// Where the memory lives.
+        location: MemLocation,
+    },
+    /// cuMemRelease (`handle`: the one released), cuMemRetainAllocationHandle (`handle`: the
+    /// one returned, `ptr`: the mapped address asked), cuMemImportFromShareableHandle
+    /// (`handle`: the one returned for another process's memory).
+    PhysicalHandle {
+        /// The handle released, or returned on success; `None` when the call failed.
+        handle: Option<u64>,
+        /// cuMemRetainAllocationHandle's address; `None` for the other two.
+        ptr: Option<u64>,
+    },
+    /// cuMemMap (`handle`: the memory mapped), cuMemUnmap, cuMemAddressReserve (`ptr`: the
+    /// range returned), cuMemAddressFree.
+    AddressRange {
+        /// The range's start; `None` when a reservation failed.
+        ptr: Option<u64>,
+        /// Bytes of the range.
+        size: u64,
+        /// cuMemMap's handle; `None` for the other three.
+        handle: Option<u64>,
     },
     /// cudaLaunchKernel, cudaLaunchCooperativeKernel, cudaLaunchKernelExC.
     Launch {
@@ -467,6 +608,53 @@ mod tests {
         }
         assert_eq!(MemcpyKind::from_text(""), MemcpyKind::Unknown(0));
         assert_eq!(MemcpyKind::from_text("sideways"), MemcpyKind::Unknown(0));
+    }
+
+    #[test]
+    fn memory_locations_round_trip_through_their_recorded_text() {
+        for (kind, id) in [
+            (1, 0),
+            (1, 7),
+            (2, 0),
+            (3, 1),
+            (4, 0),
+            (5, -1),
+            (0, 0),
+            (99, 3),
+        ] {
+            let l = MemLocation::from_raw(kind, id);
+            assert_eq!(MemLocation::from_text(&l.text()), l, "{kind} {id}");
+        }
+        assert_eq!(MemLocation::from_raw(1, 2).text(), "device:2");
+        assert_eq!(MemLocation::from_text("device:x"), MemLocation::Unknown(0));
+        assert_eq!(MemLocation::from_text(""), MemLocation::Unknown(0));
+        assert_eq!(
+            MemKind::of_location(MemLocation::HostNuma(0)),
+            MemKind::Pinned
+        );
+        assert_eq!(MemKind::of_location(MemLocation::Device(0)), MemKind::Vmm);
+        for (i, k) in MemKind::ALL.iter().enumerate() {
+            assert_eq!(k.index(), i);
+            assert_eq!(k.is_gpu(), *k != MemKind::Pinned);
+        }
+    }
+
+    #[test]
+    fn the_virtual_memory_calls_are_memory_calls() {
+        use CudaOp::*;
+        for op in [
+            CuMemCreate,
+            CuMemRelease,
+            CuMemMap,
+            CuMemUnmap,
+            CuMemRetainAllocationHandle,
+            CuMemImportFromShareableHandle,
+            CuMemAddressReserve,
+            CuMemAddressFree,
+        ] {
+            assert!(ArgsShape::of(op).is_memory(), "{op:?}");
+            assert!(!counts_for_memory(Some(op)), "a call inside {op:?}");
+        }
     }
 
     #[test]

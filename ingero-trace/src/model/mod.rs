@@ -5,18 +5,20 @@ mod cuda_args;
 mod event;
 mod kernel;
 mod nvtx;
+mod physical;
 mod placement;
 mod recorded;
 mod session;
 mod timeline;
 
 pub use cuda_args::{
-    ArgsShape, Captured, CudaArgs, LaunchConfig, MemKind, MemcpyKind, counts_for_memory,
-    cuda_error_name,
+    ArgsShape, Captured, CudaArgs, LaunchConfig, MemKind, MemLocation, MemcpyKind,
+    counts_for_memory, cuda_error_name,
 };
 pub use event::{Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task};
 pub use kernel::{CallDetail, KernelName, NameSource};
 pub use nvtx::{NvtxKind, NvtxPayload, NvtxRecord};
+pub use physical::{PhysicalBlock, PhysicalChange, PhysicalMemory};
 pub(crate) use placement::Placement;
 pub use recorded::{
     CounterKind, CounterSample, CudaCallRecord, LabelInterval, LifecycleRecord, OffCpuRecord,

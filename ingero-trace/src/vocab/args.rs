@@ -139,6 +139,10 @@ words! {
         HostPtr = "host_ptr",
         /// A host memory registration's flags (`cudaHostRegister*`, `CU_MEMHOSTREGISTER_*`).
         Flags = "flags",
+        /// A `CUmemGenericAllocationHandle`: created, released, retained, imported or mapped.
+        Handle = "handle",
+        /// Where `cuMemCreate`'s memory lives ([`crate::model::MemLocation::text`]).
+        Location = "location",
     }
 }
 

@@ -96,6 +96,34 @@ fn cuda_args(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
         CudaArgs::HostFree { ptr } | CudaArgs::HostUnregister { ptr } => {
             encode::arg_pointer(buf, ArgKey::Ptr.iid(), ptr)
         }
+        CudaArgs::PhysicalCreate {
+            size,
+            handle,
+            location,
+        } => {
+            encode::arg_uint(buf, ArgKey::Size.iid(), size);
+            if let Some(h) = handle {
+                encode::arg_pointer(buf, ArgKey::Handle.iid(), h);
+            }
+            encode::arg_string(buf, ArgKey::Location.iid(), location.text().as_bytes());
+        }
+        CudaArgs::PhysicalHandle { handle, ptr } => {
+            if let Some(h) = handle {
+                encode::arg_pointer(buf, ArgKey::Handle.iid(), h);
+            }
+            if let Some(p) = ptr {
+                encode::arg_pointer(buf, ArgKey::Ptr.iid(), p);
+            }
+        }
+        CudaArgs::AddressRange { ptr, size, handle } => {
+            if let Some(p) = ptr {
+                encode::arg_pointer(buf, ArgKey::Ptr.iid(), p);
+            }
+            encode::arg_uint(buf, ArgKey::Size.iid(), size);
+            if let Some(h) = handle {
+                encode::arg_pointer(buf, ArgKey::Handle.iid(), h);
+            }
+        }
         CudaArgs::HostRegister { ptr, size, flags } => {
             encode::arg_pointer(buf, ArgKey::Ptr.iid(), ptr);
             encode::arg_uint(buf, ArgKey::Size.iid(), size);

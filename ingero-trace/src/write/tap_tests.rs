@@ -33,6 +33,24 @@ fn records() -> Vec<TimelineRecord> {
         annotation(t(0), None, None, &[("phase", "train")]),
         annotation(t(1), None, Some(P), &[("step", "1")]),
         annotation(t(1), None, Some(Q), &[("step", "1"), ("rank", "1")]),
+        // An outer call and a nested one that would outlast it: shortened to end with it.
+        // First, so both are in the first file wherever the rotations fall.
+        cuda(
+            p,
+            t(1) + 10_000,
+            100_000,
+            CudaOp::DeviceSynchronize,
+            0,
+            sync_args(),
+        ),
+        cuda(
+            p,
+            t(1) + 20_000,
+            500_000,
+            CudaOp::StreamSynchronize,
+            0,
+            sync_args(),
+        ),
     ];
     for i in 0..400u64 {
         out.push(cuda(
@@ -72,23 +90,6 @@ fn records() -> Vec<TimelineRecord> {
             ));
         }
     }
-    // An outer call and a nested one that would outlast it: shortened to end with it.
-    out.push(cuda(
-        p,
-        t(10),
-        100_000,
-        CudaOp::DeviceSynchronize,
-        0,
-        sync_args(),
-    ));
-    out.push(cuda(
-        p,
-        t(10) + 10_000,
-        500_000,
-        CudaOp::StreamSynchronize,
-        0,
-        sync_args(),
-    ));
     out.push(annotation(t(11), None, Some(P), &[("step", "3")]));
     out.push(lifecycle(q, t(12), ProcessOp::Exit, 0, ""));
     out.push(annotation(t(13), None, None, &[("phase", "val")]));

@@ -47,6 +47,20 @@ fn full_args(op: CudaOp) -> CudaArgs {
             flags: 0xf,
         },
         ArgsShape::HostUnregister => CudaArgs::HostUnregister { ptr: 0x7f00_8000 },
+        ArgsShape::PhysicalCreate => CudaArgs::PhysicalCreate {
+            size: 2 << 20,
+            handle: Some(0x5600_0000_9000),
+            location: crate::model::MemLocation::Device(1),
+        },
+        ArgsShape::PhysicalHandle => CudaArgs::PhysicalHandle {
+            handle: Some(0x5600_0000_9000),
+            ptr: Some(0x7f00_a000),
+        },
+        ArgsShape::AddressRange => CudaArgs::AddressRange {
+            ptr: Some(0x7f00_a000),
+            size: 2 << 20,
+            handle: Some(0x5600_0000_9000),
+        },
         ArgsShape::Launch => synth::launch_args(64, 0x56),
         ArgsShape::GraphLaunch => CudaArgs::GraphLaunch {
             graph_exec: 0x7f00_3000,

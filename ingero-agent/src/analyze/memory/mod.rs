@@ -12,6 +12,8 @@ pub mod report;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vmm_tests;
 
 use anyhow::{Result, bail};
 use ingero_trace::read::TimeRange;

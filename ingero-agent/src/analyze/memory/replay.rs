@@ -6,6 +6,10 @@
 //! record; the window only decides what counts as "allocated / freed in the window" and where
 //! the peak is looked for (from the level held when the window opens).
 //!
+//! Memory from CUDA's virtual memory management API (`cuMemCreate`, mapped by `cuMemMap`) is
+//! held until its handle is released and every mapping unmapped, whichever comes last
+//! ([`PhysicalMemory`]).
+//!
 //! What the replay cannot know is said, never dropped: allocations made before tracing began
 //! show up only as frees of unknown pointers; allocations that succeeded without a recorded
 //! pointer (legacy 32-bit exports, recordings made before host pointers were recorded), or
@@ -16,14 +20,17 @@ use std::sync::Arc;
 use ingero_ebpf::CudaOp;
 use ingero_trace::fast_map::FastMap;
 use ingero_trace::model::{
-    ArgsShape, CudaArgs, CudaCallRecord, LifecycleRecord, MemKind, ProcessOp, ReadRecord,
-    counts_for_memory,
+    ArgsShape, CudaArgs, CudaCallRecord, LifecycleRecord, MemKind, PhysicalChange, PhysicalMemory,
+    ProcessOp, ReadRecord, counts_for_memory,
 };
 use serde::Serialize;
 
 /// Live allocations followed at once, over all processes: past it an allocation is counted
 /// as untracked (32 bytes each plus the map's overhead: about 64 MiB at the bound).
 pub const MAX_LIVE: usize = 1 << 20;
+/// Set in the [`ProcMemory`] key of a `cuMemCreate` block (its handle), which no user-space
+/// device or host pointer has.
+const PHYSICAL_KEY: u64 = 1 << 63;
 /// Processes followed; the memory calls of others are counted in
 /// [`ReplayResult::untracked_process_calls`].
 pub const MAX_PROCESSES: usize = 65_536;
@@ -129,7 +136,7 @@ impl Unfollowed {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Exited {
     pub ts_ns: u64,
-    /// GPU bytes (device, pool, managed) still allocated then, released by the exit.
+    /// GPU bytes (device, pool, managed, vmm) still allocated then, released by the exit.
     pub gpu_held_bytes: u64,
     /// Pinned host bytes still allocated then.
     pub pinned_held_bytes: u64,
@@ -141,11 +148,15 @@ pub struct ProcMemory {
     pub pid: u32,
     /// The main thread's name (another thread's until the main thread shows up).
     pub command: Arc<str>,
-    /// Device, pool and managed together: the GPU memory the process held.
+    /// Device, pool, managed and vmm together: the GPU memory the process held.
     pub gpu: Level,
     /// Per [`MemKind`], by [`MemKind::index`].
-    pub kinds: [Level; 4],
+    pub kinds: [Level; MemKind::ALL.len()],
+    /// Followed blocks by key: the pointer, or for a `cuMemCreate` block its handle with
+    /// [`PHYSICAL_KEY`] set (a user-space pointer never has it), so the two never collide.
     live: FastMap<u64, Live>,
+    /// The state of `cuMemCreate` handles and their mappings.
+    physical: PhysicalMemory,
     /// What the replay could not size or follow in the window.
     pub unfollowed: Unfollowed,
     /// Set when the process exited (before the end of the window).
@@ -163,8 +174,9 @@ impl ProcMemory {
             pid,
             command,
             gpu: Level::default(),
-            kinds: [Level::default(); 4],
+            kinds: [Level::default(); MemKind::ALL.len()],
             live: FastMap::default(),
+            physical: PhysicalMemory::default(),
             unfollowed: Unfollowed::default(),
             exited: None,
             largest: Vec::new(),
@@ -174,7 +186,7 @@ impl ProcMemory {
     }
 
     fn levels(&mut self, kind: MemKind) -> (&mut Level, Option<&mut Level>) {
-        let gpu = (kind != MemKind::Pinned).then_some(&mut self.gpu);
+        let gpu = kind.is_gpu().then_some(&mut self.gpu);
         (&mut self.kinds[kind.index()], gpu)
     }
 
@@ -190,6 +202,53 @@ impl ProcMemory {
             g.free(old.size, in_window);
         }
         true
+    }
+
+    /// What the process counts against [`MAX_LIVE`]: its live blocks, and the handles and
+    /// mappings of `cuMemCreate` memory (a block of it counts as both).
+    fn footprint(&self) -> usize {
+        self.live.len() + self.physical.followed()
+    }
+
+    /// Applies what a `cuMemCreate`-family call did; whether it was memory not followed for
+    /// the live bound.
+    fn physical_change(&mut self, ch: PhysicalChange, in_window: bool) -> bool {
+        match ch {
+            PhysicalChange::Created(b) => {
+                self.live.insert(
+                    b.handle | PHYSICAL_KEY,
+                    Live {
+                        ptr: b.handle,
+                        size: b.size,
+                        ts_ns: b.ts_ns,
+                        op: CudaOp::CuMemCreate,
+                        kind: b.kind,
+                    },
+                );
+                let (k, g) = self.levels(b.kind);
+                k.alloc(b.size, b.ts_ns, in_window);
+                if let Some(g) = g {
+                    g.alloc(b.size, b.ts_ns, in_window);
+                }
+                false
+            }
+            PhysicalChange::Freed(b) => {
+                self.release(b.handle | PHYSICAL_KEY, in_window);
+                false
+            }
+            PhysicalChange::Unfollowed { size } => {
+                if in_window && size > 0 {
+                    self.unfollowed.untracked_allocations += 1;
+                    self.unfollowed.untracked_bytes =
+                        self.unfollowed.untracked_bytes.saturating_add(size);
+                }
+                true
+            }
+            PhysicalChange::UnknownRelease => {
+                self.unfollowed.unknown_frees += u64::from(in_window);
+                false
+            }
+        }
     }
 
     /// Whether the process has anything to report for the window.
@@ -414,6 +473,24 @@ impl Replay {
                     p.unfollowed.unknown_host_frees += 1;
                 }
             }
+            CudaArgs::PhysicalCreate { .. }
+            | CudaArgs::PhysicalHandle { .. }
+            | CudaArgs::AddressRange { .. } => {
+                if ret != 0 {
+                    let create = matches!(c.args, CudaArgs::PhysicalCreate { .. });
+                    p.unfollowed.failed_allocations += u64::from(in_window && create);
+                    return;
+                }
+                let before = p.footprint();
+                let mut changes = Vec::new();
+                p.physical
+                    .apply(op, &c.args, ts, !full, &mut |ch| changes.push(ch));
+                for ch in changes {
+                    over |= p.physical_change(ch, in_window);
+                }
+                // The handles and mappings followed count against the live bound too.
+                live_delta = p.footprint() as isize - before as isize;
+            }
             _ => {}
         }
         self.live_total = self.live_total.saturating_add_signed(live_delta);
@@ -443,8 +520,9 @@ impl Replay {
         } else {
             p.largest.clear();
         }
-        self.live_total = self.live_total.saturating_sub(p.live.len());
+        self.live_total = self.live_total.saturating_sub(p.footprint());
         p.live = FastMap::default();
+        p.physical = PhysicalMemory::default();
         p.gpu.release();
         for k in &mut p.kinds {
             k.release();
@@ -464,6 +542,7 @@ impl Replay {
                     p.largest = p.top_live(top);
                 }
                 p.live = FastMap::default();
+                p.physical = PhysicalMemory::default();
                 p
             })
             .collect();

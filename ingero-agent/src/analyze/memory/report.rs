@@ -26,12 +26,15 @@ pub struct Kinds {
     pub device: Level,
     pub pool: Level,
     pub managed: Level,
+    /// Physical memory by handle (`cuMemCreate` on a GPU: PyTorch's expandable segments,
+    /// NCCL's buffers).
+    pub vmm: Level,
 }
 
 /// A live allocation, as listed.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LiveRow {
-    /// `0x…`.
+    /// `0x…`: the pointer, or for `cuMemCreate` memory the handle (its mappings come and go).
     pub ptr: String,
     pub size_bytes: u64,
     /// The allocating call's start.
@@ -49,7 +52,7 @@ pub struct MemoryRow {
     /// The process's `rank` label (a number), when the recording has one.
     pub rank: Option<u32>,
     pub command: String,
-    /// Device, pool and managed memory together (`held_bytes`, `peak_bytes`, `peak_ns`,
+    /// Device, pool, managed and vmm memory together (`held_bytes`, `peak_bytes`, `peak_ns`,
     /// `allocated_bytes`, `freed_bytes`, `allocations`, `frees`, `live_allocations`).
     #[serde(flatten)]
     pub gpu: Level,
@@ -123,6 +126,7 @@ pub fn build(an: &Analysis, r: ReplayResult) -> MemoryReport {
                 device: p.kinds[MemKind::Device.index()],
                 pool: p.kinds[MemKind::Pool.index()],
                 managed: p.kinds[MemKind::Managed.index()],
+                vmm: p.kinds[MemKind::Vmm.index()],
             },
             pinned: p.kinds[MemKind::Pinned.index()],
             unfollowed: p.unfollowed,
@@ -205,6 +209,7 @@ impl MemoryReport {
             "device",
             "pool",
             "managed",
+            "vmm",
             "pinned",
             "notes",
         ]);
@@ -224,6 +229,7 @@ impl MemoryReport {
                 fmt::bytes(r.kinds.device.held_bytes),
                 fmt::bytes(r.kinds.pool.held_bytes),
                 fmt::bytes(r.kinds.managed.held_bytes),
+                fmt::bytes(r.kinds.vmm.held_bytes),
                 fmt::bytes(r.pinned.held_bytes),
                 notes(r, origin),
             ]);

@@ -11,9 +11,9 @@ use ingero_trace::model::{
 use super::replay::{Limits, ProcMemory, Replay, ReplayResult, Window};
 use ingero_trace::model::MemKind;
 
-const MIB: u64 = 1 << 20;
+pub(super) const MIB: u64 = 1 << 20;
 
-fn thread(pid: u32) -> ThreadRef {
+pub(super) fn thread(pid: u32) -> ThreadRef {
     ThreadRef {
         pid,
         tid: pid,
@@ -21,7 +21,7 @@ fn thread(pid: u32) -> ThreadRef {
     }
 }
 
-fn call(pid: u32, ts: u64, op: CudaOp, ret: i32, args: CudaArgs) -> ReadRecord {
+pub(super) fn call(pid: u32, ts: u64, op: CudaOp, ret: i32, args: CudaArgs) -> ReadRecord {
     ReadRecord::Cuda(CudaCallRecord {
         ts_ns: ts,
         duration_ns: 10,
@@ -36,7 +36,7 @@ fn call(pid: u32, ts: u64, op: CudaOp, ret: i32, args: CudaArgs) -> ReadRecord {
     })
 }
 
-fn alloc(pid: u32, ts: u64, op: CudaOp, size: u64, ptr: u64) -> ReadRecord {
+pub(super) fn alloc(pid: u32, ts: u64, op: CudaOp, size: u64, ptr: u64) -> ReadRecord {
     let args = if MemKind::of_alloc(op) == Some(MemKind::Pinned) {
         CudaArgs::HostAlloc {
             size,
@@ -68,7 +68,7 @@ fn nested(mut r: ReadRecord, parent: CudaOp) -> ReadRecord {
     r
 }
 
-fn exit(pid: u32, ts: u64) -> ReadRecord {
+pub(super) fn exit(pid: u32, ts: u64) -> ReadRecord {
     ReadRecord::Lifecycle(LifecycleRecord {
         ts_ns: ts,
         thread: thread(pid),
@@ -81,7 +81,7 @@ fn exit(pid: u32, ts: u64) -> ReadRecord {
     })
 }
 
-fn replay(window: (u64, u64), limits: Limits, recs: &[ReadRecord]) -> ReplayResult {
+pub(super) fn replay(window: (u64, u64), limits: Limits, recs: &[ReadRecord]) -> ReplayResult {
     let mut r = Replay::new(
         Window {
             start_ns: window.0,
@@ -96,7 +96,7 @@ fn replay(window: (u64, u64), limits: Limits, recs: &[ReadRecord]) -> ReplayResu
     r.finish()
 }
 
-fn proc(r: &ReplayResult, pid: u32) -> &ProcMemory {
+pub(super) fn proc(r: &ReplayResult, pid: u32) -> &ProcMemory {
     r.procs.iter().find(|p| p.pid == pid).expect("process row")
 }
 

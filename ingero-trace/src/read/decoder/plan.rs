@@ -10,7 +10,8 @@ use super::args::Args;
 use super::track_kind::TrackKind;
 use super::values::Val;
 use crate::model::{
-    AnnotationRecord, ArgsShape, CallDetail, Captured, CudaArgs, KernelName, NameSource,
+    AnnotationRecord, ArgsShape, CallDetail, Captured, CudaArgs, KernelName, MemLocation,
+    NameSource,
 };
 use crate::vocab::{ArgKey, EventName};
 
@@ -169,6 +170,22 @@ fn cuda_args(op: CudaOp, a: &impl Args) -> CudaArgs {
         },
         ArgsShape::HostFree => CudaArgs::HostFree {
             ptr: u(ArgKey::Ptr).unwrap_or(0),
+        },
+        ArgsShape::PhysicalCreate => CudaArgs::PhysicalCreate {
+            size: u(ArgKey::Size).unwrap_or(0),
+            handle: u(ArgKey::Handle),
+            location: a
+                .text(ArgKey::Location)
+                .map_or(MemLocation::Unknown(0), MemLocation::from_text),
+        },
+        ArgsShape::PhysicalHandle => CudaArgs::PhysicalHandle {
+            handle: u(ArgKey::Handle),
+            ptr: u(ArgKey::Ptr),
+        },
+        ArgsShape::AddressRange => CudaArgs::AddressRange {
+            ptr: u(ArgKey::Ptr),
+            size: u(ArgKey::Size).unwrap_or(0),
+            handle: u(ArgKey::Handle),
         },
         ArgsShape::HostRegister => CudaArgs::HostRegister {
             ptr: u(ArgKey::Ptr).unwrap_or(0),
