@@ -160,22 +160,13 @@ impl ProcStats {
         }
     }
 
-    /// Allocations and frees: live allocations, failures; returns the net bytes.
     /// Accounts a call of CUDA's virtual memory management API: GPU memory is allocated at
     /// `cuMemCreate` and freed when its handle is released and unmapped, whichever is last.
     #[inline(never)]
     fn add_physical(&mut self, c: &CudaCallRecord) -> i64 {
         if c.ret != 0 {
             if let CudaArgs::PhysicalCreate { size, .. } = c.args {
-                self.failed_allocs += 1;
-                if self.failed.len() < FAILED_KEPT {
-                    self.failed.push(FailedAlloc {
-                        ts_ns: c.ts_ns,
-                        op: c.op,
-                        size,
-                        ret: c.ret,
-                    });
-                }
+                self.failed_alloc(c, size);
             }
             return 0;
         }
@@ -187,12 +178,7 @@ impl ProcStats {
         for ch in changes {
             match ch {
                 PhysicalChange::Created(b) if b.kind == MemKind::Vmm => {
-                    if self.allocs == 0 {
-                        self.first_alloc_ns = c.ts_ns;
-                    }
-                    self.last_alloc_ns = c.ts_ns;
-                    self.allocs += 1;
-                    self.alloc_bytes += b.size;
+                    self.allocated(c.ts_ns, b.size);
                     net = net.saturating_add(i64::try_from(b.size).unwrap_or(i64::MAX));
                 }
                 PhysicalChange::Freed(b) if b.kind == MemKind::Vmm => {
@@ -210,28 +196,39 @@ impl ProcStats {
         net
     }
 
+    /// A failed allocation of `size` bytes: counted, and kept as evidence up to the bound.
+    fn failed_alloc(&mut self, c: &CudaCallRecord, size: u64) {
+        self.failed_allocs += 1;
+        if self.failed.len() < FAILED_KEPT {
+            self.failed.push(FailedAlloc {
+                ts_ns: c.ts_ns,
+                op: c.op,
+                size,
+                ret: c.ret,
+            });
+        }
+    }
+
+    /// A successful allocation of `size` bytes at `ts_ns`.
+    fn allocated(&mut self, ts_ns: u64, size: u64) {
+        if self.allocs == 0 {
+            self.first_alloc_ns = ts_ns;
+        }
+        self.last_alloc_ns = ts_ns;
+        self.allocs += 1;
+        self.alloc_bytes += size;
+    }
+
+    /// Allocations and frees: live allocations, failures; returns the net bytes.
     #[inline(never)]
     fn add_memory(&mut self, c: &CudaCallRecord) -> i64 {
         match c.args {
             CudaArgs::Alloc { size, ptr, .. } => {
                 if c.ret != 0 {
-                    self.failed_allocs += 1;
-                    if self.failed.len() < FAILED_KEPT {
-                        self.failed.push(FailedAlloc {
-                            ts_ns: c.ts_ns,
-                            op: c.op,
-                            size,
-                            ret: c.ret,
-                        });
-                    }
+                    self.failed_alloc(c, size);
                     return 0;
                 }
-                if self.allocs == 0 {
-                    self.first_alloc_ns = c.ts_ns;
-                }
-                self.last_alloc_ns = c.ts_ns;
-                self.allocs += 1;
-                self.alloc_bytes += size;
+                self.allocated(c.ts_ns, size);
                 if let Some(p) = ptr {
                     self.live.insert(p, size);
                 }
