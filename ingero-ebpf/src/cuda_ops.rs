@@ -417,6 +417,9 @@ cuda_ops! {
         ["cuMemImportFromShareableHandle"];
     CuMemAddressReserve = 198, Driver, "cuMemAddressReserve", OUT0, ["cuMemAddressReserve"];
     CuMemAddressFree = 199, Driver, "cuMemAddressFree", NONE, ["cuMemAddressFree"];
+    // Makes a mapped range accessible to devices: updates page tables on each device asked, the
+    // slow part of growing an expandable segment.
+    CuMemSetAccess = 200, Driver, "cuMemSetAccess", NONE, ["cuMemSetAccess"];
 }
 
 /// Upper bound on `CudaOp` values, for arrays indexed by op.

@@ -200,6 +200,9 @@ fn driver_calls_carry_exact_arguments_with_their_export() -> Result<()> {
         "0x7f4000001000"
     );
     assert_eq!(only(&all, "cuMemUnmap", pid)["args"]["size"], 2 << 20);
+    let access = only(&all, "cuMemSetAccess", pid);
+    assert_eq!(access["args"]["ptr"], "0x7f4000000000");
+    assert_eq!(access["args"]["size"], 2 << 20);
     assert_eq!(only(&all, "cuMemRelease", pid)["args"]["handle"], "0x5100");
     assert_eq!(only(&all, "cuMemAddressFree", pid)["args"]["size"], 1 << 30);
     Ok(())

@@ -17,7 +17,8 @@ pub enum WorkClass {
     Sync,
     /// Copies and memsets, any direction.
     Memcpy,
-    /// Allocations and frees: device, pool, managed and pinned host memory.
+    /// Allocations and frees: device, pool, managed and pinned host memory, and memory by
+    /// handle (`cuMemCreate`, its mappings, address ranges and their access).
     Alloc,
     /// Kernel and graph launches.
     Launch,

@@ -121,8 +121,8 @@ pub fn cuda_args(op: CudaOp, a: &[u64; MAX_ARGS], ret: i32, out: u64, legacy: bo
             size: a[1],
             handle: None,
         },
-        // (ptr, size).
-        CuMemUnmap | CuMemAddressFree => CudaArgs::AddressRange {
+        // (ptr, size[, access descriptors, count]).
+        CuMemUnmap | CuMemAddressFree | CuMemSetAccess => CudaArgs::AddressRange {
             ptr: Some(a[0]),
             size: a[1],
             handle: None,

@@ -554,7 +554,11 @@ fn virtual_memory_calls_name_their_handles_ranges_and_location() {
             handle: None,
         }
     );
-    for op in [CudaOp::CuMemUnmap, CudaOp::CuMemAddressFree] {
+    for op in [
+        CudaOp::CuMemUnmap,
+        CudaOp::CuMemAddressFree,
+        CudaOp::CuMemSetAccess,
+    ] {
         assert_eq!(
             args_with_out(op, 0, [0x7f40_0000_0000, 2 << 20, 0, 0, 0, 0, 0, 0]),
             CudaArgs::AddressRange {

@@ -166,7 +166,8 @@ pub enum ArgsShape {
     PhysicalCreate,
     /// [`CudaArgs::PhysicalHandle`]: the calls that release, retain or import a handle.
     PhysicalHandle,
-    /// [`CudaArgs::AddressRange`]: mapping, unmapping, reserving and freeing address ranges.
+    /// [`CudaArgs::AddressRange`]: mapping, unmapping, reserving, freeing address ranges and
+    /// setting their access.
     AddressRange,
     /// [`CudaArgs::Launch`]: kernel launches, runtime and driver.
     Launch,
@@ -214,7 +215,7 @@ impl ArgsShape {
             CuMemRelease | CuMemRetainAllocationHandle | CuMemImportFromShareableHandle => {
                 ArgsShape::PhysicalHandle
             }
-            CuMemMap | CuMemUnmap | CuMemAddressReserve | CuMemAddressFree => {
+            CuMemMap | CuMemUnmap | CuMemAddressReserve | CuMemAddressFree | CuMemSetAccess => {
                 ArgsShape::AddressRange
             }
             LaunchKernel
@@ -459,7 +460,7 @@ pub enum CudaArgs {
         ptr: Option<u64>,
     },
     /// cuMemMap (`handle`: the memory mapped), cuMemUnmap, cuMemAddressReserve (`ptr`: the
-    /// range returned), cuMemAddressFree.
+    /// range returned), cuMemAddressFree, cuMemSetAccess.
     AddressRange {
         /// The range's start; `None` when a reservation failed.
         ptr: Option<u64>,
@@ -651,6 +652,7 @@ mod tests {
             CuMemImportFromShareableHandle,
             CuMemAddressReserve,
             CuMemAddressFree,
+            CuMemSetAccess,
         ] {
             assert!(ArgsShape::of(op).is_memory(), "{op:?}");
             assert!(!counts_for_memory(Some(op)), "a call inside {op:?}");
