@@ -5,7 +5,9 @@
 //! through a pinned buffer and the call returns only when the staging is done, so the host
 //! blocks for the transfer and the copy cannot overlap compute. The trace knows which host
 //! ranges are pinned from `cudaMallocHost`/`cudaHostAlloc`/`cudaHostRegister` and their
-//! driver twins (less `cudaFreeHost`/`cudaHostUnregister`), and each copy's host pointer, so
+//! driver twins (less `cudaFreeHost`/`cudaHostUnregister`), and from the mappings of host
+//! memory made by handle (`cuMemCreate` at a host location, `cuMemMap`, less `cuMemUnmap`),
+//! and each copy's host pointer, so
 //! it can tell the two apart for the ranges it saw pinned. Bounded: [`MAX_PINNED_RANGES`]
 //! ranges per process (past that, copies are no longer judged: `overflowed`), the
 //! [`WORST_KEPT`] longest pageable copies.
@@ -13,7 +15,8 @@
 use std::collections::BTreeMap;
 
 use ingero_ebpf::CudaOp;
-use ingero_trace::model::{CudaArgs, CudaCallRecord};
+use ingero_trace::fast_map::FastMap;
+use ingero_trace::model::{CudaArgs, CudaCallRecord, MemKind};
 
 /// Pinned ranges remembered per process.
 pub const MAX_PINNED_RANGES: usize = 4096;
@@ -37,6 +40,9 @@ pub struct PageableCopy {
 pub struct Pinned {
     /// Start → end (exclusive) of each pinned range.
     ranges: BTreeMap<u64, u64>,
+    /// The `cuMemCreate` handles of host memory not yet released: their mappings are pinned
+    /// (at most [`MAX_PINNED_RANGES`], as the ranges).
+    host_handles: FastMap<u64, ()>,
     /// More ranges than [`MAX_PINNED_RANGES`] were pinned: copies are no longer judged.
     pub overflowed: bool,
     /// Pinned allocations and registrations seen.
@@ -59,6 +65,9 @@ pub fn concerns_pinned(args: &CudaArgs) -> bool {
             | CudaArgs::HostFree { .. }
             | CudaArgs::HostRegister { .. }
             | CudaArgs::HostUnregister { .. }
+            | CudaArgs::PhysicalCreate { .. }
+            | CudaArgs::PhysicalHandle { .. }
+            | CudaArgs::AddressRange { .. }
             | CudaArgs::Memcpy {
                 stream: Some(_),
                 host_ptr: Some(_),
@@ -78,6 +87,40 @@ impl Pinned {
             CudaArgs::HostRegister { ptr, size, .. } if ok => self.pin(ptr, size),
             CudaArgs::HostFree { ptr } | CudaArgs::HostUnregister { ptr } if ok => {
                 self.ranges.remove(&ptr);
+            }
+            CudaArgs::PhysicalCreate {
+                handle: Some(h),
+                location,
+                ..
+            } if ok && MemKind::of_location(location) == MemKind::Pinned => {
+                if self.host_handles.len() >= MAX_PINNED_RANGES {
+                    self.overflowed = true;
+                } else {
+                    self.host_handles.insert(h, ());
+                }
+            }
+            CudaArgs::PhysicalHandle {
+                handle: Some(h), ..
+            } if ok && c.op == CudaOp::CuMemRelease => {
+                // Mapped, the memory stays pinned until the unmap; a new mapping needs the
+                // handle, which is gone.
+                self.host_handles.remove(&h);
+            }
+            CudaArgs::AddressRange {
+                ptr: Some(p),
+                size,
+                handle: Some(h),
+            } if ok && c.op == CudaOp::CuMemMap && self.host_handles.contains_key(&h) => {
+                self.pin(p, size)
+            }
+            CudaArgs::AddressRange {
+                ptr: Some(p), size, ..
+            } if ok && c.op == CudaOp::CuMemUnmap => {
+                let end = p.saturating_add(size.max(1));
+                let gone: Vec<u64> = self.ranges.range(p..end).map(|(s, _)| *s).collect();
+                for start in gone {
+                    self.ranges.remove(&start);
+                }
             }
             CudaArgs::Memcpy {
                 count,
@@ -171,6 +214,56 @@ mod tests {
             },
             ts,
         )
+    }
+
+    #[test]
+    fn mappings_of_host_memory_by_handle_are_pinned_until_unmapped() {
+        use ingero_trace::model::MemLocation;
+        let mut p = Pinned::default();
+        let create = |handle, location| CudaArgs::PhysicalCreate {
+            size: 4 << 20,
+            handle: Some(handle),
+            location,
+        };
+        let map = |ptr, handle| CudaArgs::AddressRange {
+            ptr: Some(ptr),
+            size: 4 << 20,
+            handle: Some(handle),
+        };
+        p.add(&call(
+            CudaOp::CuMemCreate,
+            create(0x51, MemLocation::HostNuma(0)),
+            1,
+        ));
+        p.add(&call(
+            CudaOp::CuMemCreate,
+            create(0x52, MemLocation::Device(0)),
+            2,
+        ));
+        p.add(&call(CudaOp::CuMemMap, map(0x7f40_0000_0000, 0x51), 3));
+        p.add(&call(CudaOp::CuMemMap, map(0x7f50_0000_0000, 0x52), 4));
+        // Released after mapping: still pinned until the unmap.
+        let release = CudaArgs::PhysicalHandle {
+            handle: Some(0x51),
+            ptr: None,
+        };
+        p.add(&call(CudaOp::CuMemRelease, release, 5));
+        p.add(&copy(0x7f40_0010_0000, 1 << 20, 6));
+        assert_eq!(
+            (p.judged, p.pageable),
+            (1, 0),
+            "host memory by handle is pinned"
+        );
+        p.add(&copy(0x7f50_0000_0000, 1 << 20, 7));
+        assert_eq!(p.pageable, 1, "device memory is no pinned host range");
+        let unmap = CudaArgs::AddressRange {
+            ptr: Some(0x7f40_0000_0000),
+            size: 4 << 20,
+            handle: None,
+        };
+        p.add(&call(CudaOp::CuMemUnmap, unmap, 8));
+        p.add(&copy(0x7f40_0010_0000, 1 << 20, 9));
+        assert_eq!(p.pageable, 2, "unmapped");
     }
 
     #[test]

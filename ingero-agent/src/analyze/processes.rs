@@ -110,7 +110,11 @@ impl ProcStats {
             CudaArgs::Alloc { .. } | CudaArgs::Free { .. } => self.add_memory(c),
             CudaArgs::PhysicalCreate { .. }
             | CudaArgs::PhysicalHandle { .. }
-            | CudaArgs::AddressRange { .. } => self.add_physical(c),
+            | CudaArgs::AddressRange { .. } => {
+                // Memory by handle may be host memory: its mappings are pinned ranges.
+                self.pinned.add(c);
+                self.add_physical(c)
+            }
             ref args if concerns_pinned(args) => {
                 self.pinned.add(c);
                 0
@@ -249,7 +253,12 @@ impl ProcStats {
     /// `n` sizes (allocations of one size are usually one call site in a loop).
     pub fn live_by_size(&self, n: usize) -> Vec<(u64, u64)> {
         let mut by: FastMap<u64, u64> = FastMap::default();
-        for size in self.live.values() {
+        let by_handle = self
+            .physical
+            .held()
+            .filter(|b| b.kind == MemKind::Vmm)
+            .map(|b| &b.size);
+        for size in self.live.values().chain(by_handle) {
             *by.entry(*size).or_default() += 1;
         }
         let mut v: Vec<(u64, u64)> = by.into_iter().collect();

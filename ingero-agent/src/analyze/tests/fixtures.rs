@@ -308,3 +308,61 @@ pub fn clean() -> Vec<TimelineRecord> {
     }
     v
 }
+
+/// A successful call of CUDA's virtual memory management API, 5 µs long.
+fn vmm(t: Task, ts: u64, op: CudaOp, args: CudaArgs) -> TimelineRecord {
+    cuda(t, ts, 5 * US, op, 0, args)
+}
+
+/// As [`leaky`], allocating by handle as PyTorch's expandable segments do: `leaky` creates
+/// and maps a 64 MiB segment every 100 ms and never gives one back; `healthy` unmaps and
+/// releases each of its own.
+pub fn leaky_by_handle() -> Vec<TimelineRecord> {
+    use ingero_trace::model::MemLocation;
+    let create = |handle| CudaArgs::PhysicalCreate {
+        size: 64 << 20,
+        handle: Some(handle),
+        location: MemLocation::Device(0),
+    };
+    let range = |ptr, handle| CudaArgs::AddressRange {
+        ptr: Some(ptr),
+        size: 64 << 20,
+        handle,
+    };
+    let l = task(LEAKY, LEAKY, "leaky");
+    let h = task(HEALTHY, HEALTHY, "healthy");
+    let mut v = Vec::new();
+    for i in 0..50u64 {
+        let ts = T0 + i * 100 * MS;
+        let (va, handle) = (0x7000_0000_0000 + i * (64 << 20), 0x5100 + i);
+        v.push(vmm(l, ts, CudaOp::CuMemCreate, create(handle)));
+        v.push(vmm(
+            l,
+            ts + 10 * US,
+            CudaOp::CuMemMap,
+            range(va, Some(handle)),
+        ));
+        v.push(launch(l, ts + MS, 20 * US));
+        let (va, handle) = (0x6000_0000_0000 + i * (64 << 20), 0x9100 + i);
+        v.push(vmm(h, ts + 50 * MS, CudaOp::CuMemCreate, create(handle)));
+        v.push(vmm(
+            h,
+            ts + 50 * MS + 10 * US,
+            CudaOp::CuMemMap,
+            range(va, Some(handle)),
+        ));
+        v.push(launch(h, ts + 51 * MS, 20 * US));
+        v.push(vmm(h, ts + 60 * MS, CudaOp::CuMemUnmap, range(va, None)));
+        let release = CudaArgs::PhysicalHandle {
+            handle: Some(handle),
+            ptr: None,
+        };
+        v.push(vmm(
+            h,
+            ts + 60 * MS + 10 * US,
+            CudaOp::CuMemRelease,
+            release,
+        ));
+    }
+    v
+}

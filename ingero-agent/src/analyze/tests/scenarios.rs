@@ -2,7 +2,7 @@
 //! the commands print.
 
 use ingero_ebpf::CudaOp;
-use ingero_trace::model::CudaArgs;
+use ingero_trace::model::{CudaArgs, TimelineRecord};
 use serde_json::Value;
 
 use super::fixtures::{self, MS, T0, TRAINER, US};
@@ -247,27 +247,41 @@ fn request_r17_overlaps_the_sync_burst() {
     assert!(r["at_ns"].is_u64());
 }
 
-#[test]
-fn leaking_process_is_found_with_its_growth_rate() {
-    let path = fixtures::write("leak", fixtures::leaky());
+/// Explains `records` (the [`fixtures::leaky`] workload, by whichever API it allocates) and
+/// checks that `leaky` alone leaks, with what it still holds by size; the explain report and
+/// the finding's summary.
+fn the_one_leak(name: &str, records: Vec<TimelineRecord>) -> (Value, String) {
+    let path = fixtures::write(name, records);
     let an = fixtures::open(&path, &SelectionSpec::default());
     let e = analyze::explain(&an, None).expect("explain").json().value();
     let leaks = findings_of(&e, "memory_leak");
     assert_eq!(leaks.len(), 1, "only `leaky` leaks: {e:#}");
-    let s = leaks[0]["summary"].as_str().unwrap_or("");
+    let s = leaks[0]["summary"].as_str().unwrap_or("").to_owned();
     assert!(
         s.starts_with("leaky[6000003] allocated 3.12GiB and freed 0B"),
         "{s}"
     );
-    assert!(s.contains("growing 653.1MiB/s"), "{s}");
-    assert_eq!(leaks[0]["severity"], "HIGH");
     assert!(
         leaks[0]["root_cause"]
             .as_str()
             .is_some_and(|c| c.contains("still held: 50 × 64.0MiB")),
-        "the allocations still held, by size: {:#}",
+        "what is still held, by size: {:#}",
         leaks[0]
     );
+    (e, s)
+}
+
+#[test]
+fn memory_leaked_by_handle_is_found_as_cudamalloc_memory_is() {
+    the_one_leak("leak-by-handle", fixtures::leaky_by_handle());
+}
+
+#[test]
+fn leaking_process_is_found_with_its_growth_rate() {
+    let (e, s) = the_one_leak("leak", fixtures::leaky());
+    let leaks = findings_of(&e, "memory_leak");
+    assert!(s.contains("growing 653.1MiB/s"), "{s}");
+    assert_eq!(leaks[0]["severity"], "HIGH");
     assert!(leaks[0]["window"]["end_ns"].as_u64() > leaks[0]["window"]["start_ns"].as_u64());
     assert!(
         leaks[0]["evidence"]
@@ -492,7 +506,7 @@ fn json_text_is_the_text_of_its_tree() {
 /// Ten 100 ms steps of the same launches; step 3 spends 300 ms more on the CPU between its
 /// calls (no off-CPU time, nothing else slower) and its sync waits 20 µs longer; step 7
 /// sleeps 300 ms (blocked) and its sync also waits 20 µs longer.
-fn host_bound() -> Vec<ingero_trace::model::TimelineRecord> {
+fn host_bound() -> Vec<TimelineRecord> {
     use fixtures::{US, launch, off_cpu, step, sync};
     use ingero_trace::synth::task;
     let t = task(TRAINER, TRAINER, "trainer");
