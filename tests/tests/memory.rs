@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result};
-use ingero_e2e::{Agent, Driver, build_fixture, kernel_tests_enabled, run_ingero};
+use ingero_e2e::{Agent, Driver, build_fixture, fresh_recording, kernel_tests_enabled, run_ingero};
 use serde_json::Value;
 
 const MIB: u64 = 1 << 20;
@@ -47,9 +47,7 @@ fn query_memory_gives_each_process_its_held_and_peak_bytes() -> Result<()> {
     let mut leaver = Driver::spawn(&program, &[&mock_str, "exit"])?;
     let leaver_pid = leaver.read()?["pid"].as_u64().context("leaver pid")?;
 
-    let dir = std::env::temp_dir().join(format!("ingero-memory-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let trace = dir.join("memory.pftrace");
+    let trace = fresh_recording("e2e-memory", "memory")?;
     let trace_str = trace.to_string_lossy().to_string();
     let pids = format!("{holder_pid},{leaver_pid}");
     let agent = Agent::start(&[
@@ -112,7 +110,6 @@ fn query_memory_gives_each_process_its_held_and_peak_bytes() -> Result<()> {
     let text = run_ingero(&["query", "--trace", &trace_str, "--memory"])?;
     assert!(text.contains("1 unknown free(s)"), "{text}");
     assert!(text.contains("largest live allocations"), "{text}");
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
@@ -127,9 +124,7 @@ fn query_memory_follows_memory_by_handle_to_its_release_and_unmap() -> Result<()
     let mut driver = Driver::spawn(&program, &[&mock_str])?;
     let pid = driver.read()?["pid"].as_u64().context("pid")?;
 
-    let dir = std::env::temp_dir().join(format!("ingero-vmm-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let trace = dir.join("vmm.pftrace");
+    let trace = fresh_recording("e2e-memory", "vmm")?;
     let trace_str = trace.to_string_lossy().to_string();
     let agent = Agent::start(&[
         "--cuda-lib",
@@ -164,6 +159,5 @@ fn query_memory_follows_memory_by_handle_to_its_release_and_unmap() -> Result<()
     assert_eq!(p["largest"][0]["size_bytes"], 20 * MIB);
     assert_eq!(p["largest"][0]["ptr"], done["a"], "named by its handle");
     assert_eq!(p["largest"][0]["kind"], "vmm");
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

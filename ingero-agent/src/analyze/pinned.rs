@@ -15,8 +15,7 @@
 use std::collections::BTreeMap;
 
 use ingero_ebpf::CudaOp;
-use ingero_trace::fast_map::FastMap;
-use ingero_trace::model::{CudaArgs, CudaCallRecord, MemKind};
+use ingero_trace::model::{CudaArgs, CudaCallRecord};
 
 /// Pinned ranges remembered per process.
 pub const MAX_PINNED_RANGES: usize = 4096;
@@ -40,9 +39,6 @@ pub struct PageableCopy {
 pub struct Pinned {
     /// Start → end (exclusive) of each pinned range.
     ranges: BTreeMap<u64, u64>,
-    /// The `cuMemCreate` handles of host memory not yet released: their mappings are pinned
-    /// (at most [`MAX_PINNED_RANGES`], as the ranges).
-    host_handles: FastMap<u64, ()>,
     /// More ranges than [`MAX_PINNED_RANGES`] were pinned: copies are no longer judged.
     pub overflowed: bool,
     /// Pinned allocations and registrations seen.
@@ -65,9 +61,6 @@ pub fn concerns_pinned(args: &CudaArgs) -> bool {
             | CudaArgs::HostFree { .. }
             | CudaArgs::HostRegister { .. }
             | CudaArgs::HostUnregister { .. }
-            | CudaArgs::PhysicalCreate { .. }
-            | CudaArgs::PhysicalHandle { .. }
-            | CudaArgs::AddressRange { .. }
             | CudaArgs::Memcpy {
                 stream: Some(_),
                 host_ptr: Some(_),
@@ -88,40 +81,6 @@ impl Pinned {
             CudaArgs::HostFree { ptr } | CudaArgs::HostUnregister { ptr } if ok => {
                 self.ranges.remove(&ptr);
             }
-            CudaArgs::PhysicalCreate {
-                handle: Some(h),
-                location,
-                ..
-            } if ok && MemKind::of_location(location) == MemKind::Pinned => {
-                if self.host_handles.len() >= MAX_PINNED_RANGES {
-                    self.overflowed = true;
-                } else {
-                    self.host_handles.insert(h, ());
-                }
-            }
-            CudaArgs::PhysicalHandle {
-                handle: Some(h), ..
-            } if ok && c.op == CudaOp::CuMemRelease => {
-                // Mapped, the memory stays pinned until the unmap; a new mapping needs the
-                // handle, which is gone.
-                self.host_handles.remove(&h);
-            }
-            CudaArgs::AddressRange {
-                ptr: Some(p),
-                size,
-                handle: Some(h),
-            } if ok && c.op == CudaOp::CuMemMap && self.host_handles.contains_key(&h) => {
-                self.pin(p, size)
-            }
-            CudaArgs::AddressRange {
-                ptr: Some(p), size, ..
-            } if ok && c.op == CudaOp::CuMemUnmap => {
-                let end = p.saturating_add(size.max(1));
-                let gone: Vec<u64> = self.ranges.range(p..end).map(|(s, _)| *s).collect();
-                for start in gone {
-                    self.ranges.remove(&start);
-                }
-            }
             CudaArgs::Memcpy {
                 count,
                 stream: Some(_),
@@ -137,7 +96,19 @@ impl Pinned {
         }
     }
 
-    fn pin(&mut self, ptr: u64, size: u64) {
+    /// Forgets the pinned ranges that start in `[ptr, ptr + size)`: the mappings of host
+    /// memory by handle one `cuMemUnmap` ends ([`super::processes`] follows the handles).
+    pub fn unpin_range(&mut self, ptr: u64, size: u64) {
+        let end = ptr.saturating_add(size.max(1));
+        let gone: Vec<u64> = self.ranges.range(ptr..end).map(|(s, _)| *s).collect();
+        for start in gone {
+            self.ranges.remove(&start);
+        }
+    }
+
+    /// `[ptr, ptr + size)` is pinned (an allocation, a registration, or a mapping of host
+    /// memory by handle).
+    pub fn pin(&mut self, ptr: u64, size: u64) {
         self.pinned_calls += 1;
         if self.ranges.len() >= MAX_PINNED_RANGES && !self.ranges.contains_key(&ptr) {
             self.overflowed = true;
@@ -218,8 +189,10 @@ mod tests {
 
     #[test]
     fn mappings_of_host_memory_by_handle_are_pinned_until_unmapped() {
+        // The process follows the handles and tells its pinned ranges of the mappings.
+        use crate::analyze::processes::ProcStats;
         use ingero_trace::model::MemLocation;
-        let mut p = Pinned::default();
+        let mut s = ProcStats::default();
         let create = |handle, location| CudaArgs::PhysicalCreate {
             size: 4 << 20,
             handle: Some(handle),
@@ -230,40 +203,43 @@ mod tests {
             size: 4 << 20,
             handle: Some(handle),
         };
-        p.add(&call(
+        s.add(&call(
             CudaOp::CuMemCreate,
             create(0x51, MemLocation::HostNuma(0)),
             1,
         ));
-        p.add(&call(
+        s.add(&call(
             CudaOp::CuMemCreate,
             create(0x52, MemLocation::Device(0)),
             2,
         ));
-        p.add(&call(CudaOp::CuMemMap, map(0x7f40_0000_0000, 0x51), 3));
-        p.add(&call(CudaOp::CuMemMap, map(0x7f50_0000_0000, 0x52), 4));
+        s.add(&call(CudaOp::CuMemMap, map(0x7f40_0000_0000, 0x51), 3));
+        s.add(&call(CudaOp::CuMemMap, map(0x7f50_0000_0000, 0x52), 4));
         // Released after mapping: still pinned until the unmap.
         let release = CudaArgs::PhysicalHandle {
             handle: Some(0x51),
             ptr: None,
         };
-        p.add(&call(CudaOp::CuMemRelease, release, 5));
-        p.add(&copy(0x7f40_0010_0000, 1 << 20, 6));
+        s.add(&call(CudaOp::CuMemRelease, release, 5));
+        s.add(&copy(0x7f40_0010_0000, 1 << 20, 6));
         assert_eq!(
-            (p.judged, p.pageable),
+            (s.pinned.judged, s.pinned.pageable),
             (1, 0),
             "host memory by handle is pinned"
         );
-        p.add(&copy(0x7f50_0000_0000, 1 << 20, 7));
-        assert_eq!(p.pageable, 1, "device memory is no pinned host range");
+        s.add(&copy(0x7f50_0000_0000, 1 << 20, 7));
+        assert_eq!(
+            s.pinned.pageable, 1,
+            "device memory is no pinned host range"
+        );
         let unmap = CudaArgs::AddressRange {
             ptr: Some(0x7f40_0000_0000),
             size: 4 << 20,
             handle: None,
         };
-        p.add(&call(CudaOp::CuMemUnmap, unmap, 8));
-        p.add(&copy(0x7f40_0010_0000, 1 << 20, 9));
-        assert_eq!(p.pageable, 2, "unmapped");
+        s.add(&call(CudaOp::CuMemUnmap, unmap, 8));
+        s.add(&copy(0x7f40_0010_0000, 1 << 20, 9));
+        assert_eq!(s.pinned.pageable, 2, "unmapped");
     }
 
     #[test]

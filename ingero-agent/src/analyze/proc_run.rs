@@ -70,14 +70,8 @@ impl ProcRun {
             && end < self.hi
             && c.ret == 0
             && self.first_calls_full.has(c.op)
-            && !matches!(
-                c.args,
-                CudaArgs::Alloc { .. }
-                    | CudaArgs::Free { .. }
-                    | CudaArgs::PhysicalCreate { .. }
-                    | CudaArgs::PhysicalHandle { .. }
-                    | CudaArgs::AddressRange { .. }
-            )
+            && !matches!(c.args, CudaArgs::Alloc { .. } | CudaArgs::Free { .. })
+            && !c.args.is_by_handle()
             && !concerns_pinned(&c.args)
             && !((self.name_empty || c.thread.pid == c.thread.tid)
                 && name_addr(&c.thread.name) != self.name_seen);

@@ -108,13 +108,7 @@ impl ProcStats {
         }
         match c.args {
             CudaArgs::Alloc { .. } | CudaArgs::Free { .. } => self.add_memory(c),
-            CudaArgs::PhysicalCreate { .. }
-            | CudaArgs::PhysicalHandle { .. }
-            | CudaArgs::AddressRange { .. } => {
-                // Memory by handle may be host memory: its mappings are pinned ranges.
-                self.pinned.add(c);
-                self.add_physical(c)
-            }
+            ref args if args.is_by_handle() => self.add_physical(c),
             ref args if concerns_pinned(args) => {
                 self.pinned.add(c);
                 0
@@ -174,12 +168,23 @@ impl ProcStats {
             }
             return 0;
         }
+        // Host memory by handle is pinned where it is mapped, for the pageable-copy rule.
+        match c.args {
+            CudaArgs::AddressRange {
+                ptr: Some(p),
+                size,
+                handle: Some(h),
+            } if c.op == CudaOp::CuMemMap && self.physical.kind_of(h) == Some(MemKind::Pinned) => {
+                self.pinned.pin(p, size);
+            }
+            CudaArgs::AddressRange {
+                ptr: Some(p), size, ..
+            } if c.op == CudaOp::CuMemUnmap => self.pinned.unpin_range(p, size),
+            _ => {}
+        }
         let room = self.physical.followed() < PHYSICAL_FOLLOWED;
         let mut net: i64 = 0;
-        let mut changes = Vec::new();
-        self.physical
-            .apply(c.op, &c.args, c.ts_ns, room, &mut |ch| changes.push(ch));
-        for ch in changes {
+        for ch in self.physical.apply(c.op, &c.args, c.ts_ns, room) {
             match ch {
                 PhysicalChange::Created(b) if b.kind == MemKind::Vmm => {
                     self.allocated(c.ts_ns, b.size);

@@ -166,8 +166,13 @@ fn memcpy_variants_name_their_arguments() {
 fn args_of(op: CudaOp, variant: u16, args: [u64; 8]) -> CudaArgs {
     let mut rec = cuda(op, 3, args);
     rec.variant = variant;
-    let Ok(Event::Cuda(call)) = decode(record_bytes(&rec)) else {
-        panic!("{op:?}: not a CUDA call")
+    decoded_args(&rec)
+}
+
+/// The arguments `rec` decodes to.
+fn decoded_args(rec: &CudaRecord) -> CudaArgs {
+    let Ok(Event::Cuda(call)) = decode(record_bytes(rec)) else {
+        panic!("{:?}: not a CUDA call", rec.header)
     };
     call.args
 }
@@ -494,10 +499,7 @@ fn an_nvtx_probe_record_decodes_its_ascii_or_wide_message() {
 fn args_with_out(op: CudaOp, out: u64, args: [u64; 8]) -> CudaArgs {
     let mut rec = cuda(op, 0, args);
     rec.out = out;
-    let Ok(Event::Cuda(call)) = decode(record_bytes(&rec)) else {
-        panic!("{op:?}: not a CUDA call")
-    };
-    call.args
+    decoded_args(&rec)
 }
 
 #[test]

@@ -31,6 +31,18 @@ pub struct Held {
     pub physical: PhysicalMemory,
 }
 
+impl Held {
+    /// `delta` bytes more (or fewer) held; the peak follows.
+    fn change(&mut self, delta: i128) {
+        self.held = if delta >= 0 {
+            self.held.saturating_add(delta as u64)
+        } else {
+            self.held.saturating_sub(delta.unsigned_abs() as u64)
+        };
+        self.peak = self.peak.max(self.held);
+    }
+}
+
 /// GPU memory per process.
 #[derive(Default)]
 pub struct MemoryTally {
@@ -65,22 +77,19 @@ impl MemoryTally {
         if c.ret != 0 {
             return;
         }
-        let physical = matches!(
-            c.args,
-            CudaArgs::PhysicalCreate { .. }
-                | CudaArgs::PhysicalHandle { .. }
-                | CudaArgs::AddressRange { .. }
-        );
+        if c.args.is_by_handle() {
+            self.by_handle(c);
+            return;
+        }
         // A pitched allocation is not in the probes' map, so its free could not be sized:
         // left out rather than held forever. Pinned host memory is not the GPU's.
         let delta = match c.args {
-            _ if physical => None,
             CudaArgs::Alloc {
                 size, ptr: Some(_), ..
             } if c.op != CudaOp::CuMemAllocPitch
                 && MemKind::of_alloc(c.op).is_some_and(MemKind::is_gpu) =>
             {
-                Some(size as i128)
+                size as i128
             }
             CudaArgs::Free {
                 ptr, size: None, ..
@@ -90,15 +99,45 @@ impl MemoryTally {
             }
             CudaArgs::Free {
                 size: Some(size), ..
-            } => Some(-(size as i128)),
+            } => -(size as i128),
             _ => return,
         };
+        if let Some(h) = self.entry(c) {
+            h.change(delta);
+        }
+    }
+
+    /// Memory by handle: held from cuMemCreate until released and unmapped, which the
+    /// process's handles say.
+    fn by_handle(&mut self, c: &CudaCall) {
+        let room = self.physical_followed < MAX_PHYSICAL_FOLLOWED;
+        let Some(h) = self.entry(c) else { return };
+        let before = h.physical.followed();
+        let (mut delta, mut unknown, mut unfollowed) = (0i128, 0u64, 0u64);
+        for ch in h.physical.apply(c.op, &c.args, c.ts_ns, room) {
+            match ch {
+                PhysicalChange::Created(b) if b.kind.is_gpu() => delta += b.size as i128,
+                PhysicalChange::Freed(b) if b.kind.is_gpu() => delta -= b.size as i128,
+                PhysicalChange::UnknownRelease => unknown += 1,
+                PhysicalChange::Unfollowed { .. } => unfollowed += 1,
+                _ => {}
+            }
+        }
+        let after = h.physical.followed();
+        h.change(delta);
+        self.physical_followed = (self.physical_followed + after).saturating_sub(before);
+        self.unknown_frees += unknown;
+        self.physical_unfollowed += unfollowed;
+    }
+
+    /// The call's process, named by its main thread; `None` past [`MAX_MEMORY_PROCESSES`]
+    /// (counted).
+    fn entry(&mut self, c: &CudaCall) -> Option<&mut Held> {
         let pid = c.task.pid;
         if !self.by_pid.contains_key(&pid) && self.by_pid.len() >= MAX_MEMORY_PROCESSES {
             self.untallied += 1;
-            return;
+            return None;
         }
-        let room = self.physical_followed < MAX_PHYSICAL_FOLLOWED;
         let h = self.by_pid.entry(pid).or_default();
         if c.task.pid == c.task.tid || h.comm.is_empty() {
             let name = c.task.comm.as_str();
@@ -106,33 +145,7 @@ impl MemoryTally {
                 h.comm = name.into_owned();
             }
         }
-        let delta = match delta {
-            Some(d) => d,
-            None => {
-                // Memory by handle: held from cuMemCreate until released and unmapped.
-                let before = h.physical.followed();
-                let (mut d, mut unknown, mut unfollowed) = (0i128, 0u64, 0u64);
-                h.physical
-                    .apply(c.op, &c.args, c.ts_ns, room, &mut |ch| match ch {
-                        PhysicalChange::Created(b) if b.kind.is_gpu() => d += b.size as i128,
-                        PhysicalChange::Freed(b) if b.kind.is_gpu() => d -= b.size as i128,
-                        PhysicalChange::UnknownRelease => unknown += 1,
-                        PhysicalChange::Unfollowed { .. } => unfollowed += 1,
-                        _ => {}
-                    });
-                self.physical_followed =
-                    (self.physical_followed + h.physical.followed()).saturating_sub(before);
-                self.unknown_frees += unknown;
-                self.physical_unfollowed += unfollowed;
-                d
-            }
-        };
-        h.held = if delta >= 0 {
-            h.held.saturating_add(delta as u64)
-        } else {
-            h.held.saturating_sub(delta.unsigned_abs() as u64)
-        };
-        h.peak = h.peak.max(h.held);
+        Some(h)
     }
 
     /// The `n` processes holding the most: (pid, held), most first.

@@ -571,6 +571,20 @@ pub enum CudaArgs {
     },
 }
 
+impl CudaArgs {
+    /// Whether the call is one of CUDA's virtual memory management API (memory by handle,
+    /// [`super::PhysicalMemory`]): created, released, retained, imported, or the address
+    /// ranges it is mapped into.
+    pub const fn is_by_handle(&self) -> bool {
+        matches!(
+            self,
+            CudaArgs::PhysicalCreate { .. }
+                | CudaArgs::PhysicalHandle { .. }
+                | CudaArgs::AddressRange { .. }
+        )
+    }
+}
+
 /// The name of a `cudaError_t`, for the codes users meet most.
 pub fn cuda_error_name(code: i32) -> Option<&'static str> {
     Some(match code {

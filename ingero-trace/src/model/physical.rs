@@ -82,10 +82,32 @@ impl PhysicalMemory {
         self.blocks.values().filter(|b| !b.imported)
     }
 
+    /// The kind of memory behind `handle`, while it is followed and not imported.
+    pub fn kind_of(&self, handle: u64) -> Option<MemKind> {
+        self.blocks
+            .get(&handle)
+            .filter(|b| !b.imported)
+            .map(|b| b.kind)
+    }
+
     /// Applies a successful call of `op` (a failed one changes nothing: the caller skips it)
     /// made at `ts_ns`; `room` says whether the caller's bound lets one more handle or mapping
-    /// be followed. Every change goes to `change`, in order.
+    /// be followed. Returns what changed, in order (usually nothing or one change; an unmap
+    /// may free several blocks).
     pub fn apply(
+        &mut self,
+        op: CudaOp,
+        args: &CudaArgs,
+        ts_ns: u64,
+        room: bool,
+    ) -> Vec<PhysicalChange> {
+        let mut out = Vec::new();
+        self.step(op, args, ts_ns, room, &mut |c| out.push(c));
+        out
+    }
+
+    /// [`Self::apply`], each change to `change`.
+    fn step(
         &mut self,
         op: CudaOp,
         args: &CudaArgs,

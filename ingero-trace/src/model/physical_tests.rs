@@ -6,11 +6,10 @@ use crate::model::MemLocation;
 
 const MIB: u64 = 1 << 20;
 
-/// A process's calls, and what the state machine said of each.
+/// A process's calls, made one at a time.
 struct Run {
     mem: PhysicalMemory,
     room: bool,
-    changes: Vec<PhysicalChange>,
     ts: u64,
 }
 
@@ -19,18 +18,13 @@ impl Run {
         Run {
             mem: PhysicalMemory::default(),
             room: true,
-            changes: Vec::new(),
             ts: 0,
         }
     }
 
     fn call(&mut self, op: CudaOp, args: CudaArgs) -> Vec<PhysicalChange> {
         self.ts += 10;
-        let before = self.changes.len();
-        let changes = &mut self.changes;
-        self.mem
-            .apply(op, &args, self.ts, self.room, &mut |c| changes.push(c));
-        self.changes[before..].to_vec()
+        self.mem.apply(op, &args, self.ts, self.room)
     }
 
     fn create(&mut self, handle: u64, size: u64, location: MemLocation) -> Vec<PhysicalChange> {

@@ -190,17 +190,31 @@ impl ProcMemory {
         (&mut self.kinds[kind.index()], gpu)
     }
 
+    /// `size` bytes of `kind` allocated at `ts`: held by its kind's level (and the GPU total).
+    fn hold(&mut self, kind: MemKind, size: u64, ts: u64, in_window: bool) {
+        let (k, g) = self.levels(kind);
+        k.alloc(size, ts, in_window);
+        if let Some(g) = g {
+            g.alloc(size, ts, in_window);
+        }
+    }
+
+    /// `size` bytes of `kind` no longer held.
+    fn unhold(&mut self, kind: MemKind, size: u64, in_window: bool) {
+        let (k, g) = self.levels(kind);
+        k.free(size, in_window);
+        if let Some(g) = g {
+            g.free(size, in_window);
+        }
+    }
+
     /// Frees the live block at `ptr` from its kind's level (and the GPU total); whether there
     /// was one.
     fn release(&mut self, ptr: u64, in_window: bool) -> bool {
         let Some(old) = self.live.remove(&ptr) else {
             return false;
         };
-        let (k, g) = self.levels(old.kind);
-        k.free(old.size, in_window);
-        if let Some(g) = g {
-            g.free(old.size, in_window);
-        }
+        self.unhold(old.kind, old.size, in_window);
         true
     }
 
@@ -225,11 +239,7 @@ impl ProcMemory {
                         kind: b.kind,
                     },
                 );
-                let (k, g) = self.levels(b.kind);
-                k.alloc(b.size, b.ts_ns, in_window);
-                if let Some(g) = g {
-                    g.alloc(b.size, b.ts_ns, in_window);
-                }
+                self.hold(b.kind, b.size, b.ts_ns, in_window);
                 false
             }
             PhysicalChange::Freed(b) => {
@@ -421,11 +431,7 @@ impl Replay {
                         // A pointer handed out again without a free seen in between: the
                         // old block is gone (its free was missed), replaced by this one.
                         if let Some(old) = p.live.insert(ptr, l) {
-                            let (k, g) = p.levels(old.kind);
-                            k.free(old.size, false);
-                            if let Some(g) = g {
-                                g.free(old.size, false);
-                            }
+                            p.unhold(old.kind, old.size, false);
                         } else {
                             live_delta = 1;
                         }
@@ -438,11 +444,7 @@ impl Replay {
                     _ => false,
                 };
                 if tracked {
-                    let (k, g) = p.levels(kind);
-                    k.alloc(size, ts, in_window);
-                    if let Some(g) = g {
-                        g.alloc(size, ts, in_window);
-                    }
+                    p.hold(kind, size, ts, in_window);
                 } else if in_window {
                     p.unfollowed.untracked_allocations += 1;
                     p.unfollowed.untracked_bytes =
@@ -473,19 +475,14 @@ impl Replay {
                     p.unfollowed.unknown_host_frees += 1;
                 }
             }
-            CudaArgs::PhysicalCreate { .. }
-            | CudaArgs::PhysicalHandle { .. }
-            | CudaArgs::AddressRange { .. } => {
+            ref args if args.is_by_handle() => {
                 if ret != 0 {
                     let create = matches!(c.args, CudaArgs::PhysicalCreate { .. });
                     p.unfollowed.failed_allocations += u64::from(in_window && create);
                     return;
                 }
                 let before = p.footprint();
-                let mut changes = Vec::new();
-                p.physical
-                    .apply(op, &c.args, ts, !full, &mut |ch| changes.push(ch));
-                for ch in changes {
+                for ch in p.physical.apply(op, &c.args, ts, !full) {
                     over |= p.physical_change(ch, in_window);
                 }
                 // The handles and mappings followed count against the live bound too.
