@@ -5,11 +5,16 @@
 //! flushes the file, so memory stays bounded by the window and the file is at most a second
 //! behind. A write error stops recording (and is reported once) but never the tracing itself.
 //!
+//! The drops total is sampled each tick but written once the window has released what came
+//! before it, stamped when it was read: the drops between two samples then happened between
+//! their stamps, which is what `ingero explain` places them by (`analyze::losses`).
+//!
 //! With the live OTLP export, each record written is then moved (not dropped) into a batch
 //! with what the writer's tap logged, handed to the exporter on each release
 //! (`export::otlp::live::feed`) every 512 records and on each release: the drain loop does a
 //! `Vec` push per record and a channel send per batch, nothing more.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -28,6 +33,9 @@ const IDLE_HAND_OFF: Duration = Duration::from_millis(200);
 /// Records per hand-off at most: a batch's buffer then stays in the cache while the drain
 /// loop fills it (a release at a million events per second writes 100,000 records, 18 MB).
 const HAND_OFF_RECORDS: usize = 512;
+/// Drops samples waiting for the window (one a second: a window of up to this many seconds;
+/// past it the oldest is let go, which loses no drop, the totals being cumulative).
+const DROPS_PENDING: usize = 16;
 
 /// What the live export is handed.
 struct ExportFeed {
@@ -46,6 +54,8 @@ pub struct Recording {
     /// The first write error; recording stops there.
     pub error: Option<anyhow::Error>,
     export: Option<ExportFeed>,
+    /// Drops totals read and not yet written: when read, and the total.
+    drops_pending: VecDeque<(u64, u64)>,
 }
 
 impl Recording {
@@ -55,6 +65,7 @@ impl Recording {
             recorder: Some(Recorder::create(recorder)?),
             error: None,
             export: None,
+            drops_pending: VecDeque::with_capacity(DROPS_PENDING),
         })
     }
 
@@ -213,19 +224,37 @@ impl Recording {
     /// second.
     pub fn tick(&mut self, drops_total: u64) {
         self.release();
-        // Stamped where the merger's releases have reached, not now: a record still in its
-        // window is older than now, and a sample at now would put it behind the main
-        // sequence's clock (written late, and outside a short recording's extent).
+        let now = monotonic_now_ns();
+        if self.drops_pending.len() >= DROPS_PENDING {
+            self.drops_pending.pop_front();
+        }
+        self.drops_pending.push_back((now, drops_total));
+        // Written where the merger's releases have reached, not at once: a record still in
+        // the window is older than the sample, and would be written late behind it.
         let window = u64::try_from(self.merger.config().window.as_nanos()).unwrap_or(u64::MAX);
-        let released_up_to = monotonic_now_ns().saturating_sub(window);
+        self.write_drops(now.saturating_sub(window));
         let Some(recorder) = self.recorder.as_mut() else {
             return;
         };
-        let result = recorder
-            .record_drops(released_up_to, drops_total)
-            .and_then(|_| recorder.flush());
-        if let Err(e) = result {
+        if let Err(e) = recorder.flush() {
             self.fail(e);
+        }
+    }
+
+    /// Writes the drops samples read by `up_to`.
+    fn write_drops(&mut self, up_to: u64) {
+        while let Some(&(ts, total)) = self.drops_pending.front() {
+            if ts > up_to {
+                break;
+            }
+            self.drops_pending.pop_front();
+            let Some(recorder) = self.recorder.as_mut() else {
+                return;
+            };
+            if let Err(e) = recorder.record_drops(ts, total) {
+                self.fail(e);
+                return;
+            }
         }
     }
 
@@ -235,6 +264,7 @@ impl Recording {
         for record in &pending {
             self.write(record);
         }
+        self.write_drops(u64::MAX);
         let counters = self.merger.counters();
         stats.recorder.extend([
             ("merger_late".to_string(), counters.late),

@@ -12,6 +12,9 @@ use super::findings::{self, Finding, SLOW_GROUP_KEYS};
 use super::fmt;
 use super::groups::GroupSpec;
 use super::json::Json;
+use super::losses::Losses;
+use super::pinned::MAX_PINNED_RANGES;
+use super::processes::LIVE_FOLLOWED;
 use super::query::{REQUEST_KEY, RequestRow, request_report};
 use super::table::{Table, csv_cell, host_cell, host_header};
 
@@ -23,6 +26,10 @@ pub struct ExplainReport {
     /// The hosts, when the recordings read are several hosts'.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hosts: Option<Vec<HostSummary>>,
+    /// What the report should be read with (drops the recording counted, a missing end,
+    /// bounds the analysis reached), per host; absent when there is nothing to say.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub losses: Vec<Losses>,
     pub findings: Vec<Finding>,
 }
 
@@ -73,11 +80,40 @@ pub fn groupings(an: &Analysis, by: Option<&str>, by_request: bool) -> Vec<Group
 }
 
 pub fn report(an: &Analysis, agg: &Aggregate) -> ExplainReport {
+    let log = &an.index.losses;
+    let mut findings = findings::run_all(an, agg);
+    for f in &mut findings {
+        f.drops_overlapping = log.overlapping_field(&[(f.window.start_ns, f.window.end_ns)]);
+    }
     ExplainReport {
         events: agg.matched,
         hosts: None,
-        findings: findings::run_all(an, agg),
+        losses: log
+            .report(an.selection.range, an.origin(), limits(agg))
+            .into_iter()
+            .collect(),
+        findings,
     }
+}
+
+/// The bounds the aggregation reached, one sentence per process and bound.
+fn limits(agg: &Aggregate) -> Vec<String> {
+    let mut out = Vec::new();
+    for (pid, p) in &agg.procs {
+        let who = findings::proc_name(agg, *pid);
+        if p.live_unfollowed > 0 {
+            out.push(format!(
+                "{who} held more than {LIVE_FOLLOWED} device allocations at once: {} more were counted but not followed to their frees (frees without a size of their own count 0 bytes)",
+                p.live_unfollowed
+            ));
+        }
+        if p.pinned.overflowed {
+            out.push(format!(
+                "{who} pinned more than {MAX_PINNED_RANGES} host ranges at once: its later async copies were not judged pinned or pageable"
+            ));
+        }
+    }
+    out
 }
 
 pub fn ranking(an: &Analysis, agg: &Aggregate) -> RequestRanking {
@@ -109,6 +145,12 @@ impl ExplainReport {
         if let Some(hosts) = &self.hosts {
             let list: Vec<String> = hosts.iter().map(host_text).collect();
             let _ = writeln!(out, "{} hosts: {}\n", hosts.len(), list.join(", "));
+        }
+        if !self.losses.is_empty() {
+            for l in &self.losses {
+                out.push_str(&l.text());
+            }
+            out.push('\n');
         }
         if self.findings.is_empty() {
             let _ = writeln!(out, "no findings in {} events", self.events);
@@ -160,6 +202,12 @@ impl ExplainReport {
                     fmt::offset(e.offset_ns, 0),
                     fmt::dur(e.duration_ns),
                     e.what
+                );
+            }
+            if let Some(n) = f.drops_overlapping {
+                let _ = writeln!(
+                    out,
+                    "   trace incomplete: {n} drops counted in the seconds this window overlaps"
                 );
             }
             let _ = writeln!(out, "   root cause: {}", f.root_cause);

@@ -1,6 +1,6 @@
 //! The first pass over a recording: its extent on the trace clock, its wall-clock reference,
-//! the session description, the label intervals ([`LabelIndex`]) and the writer's seek marks
-//! ([`SeekIndex`]). Memory grows with the number of annotations, not events; time too, for
+//! the session description, the label intervals ([`LabelIndex`]), the drops it counted
+//! ([`LossLog`]) and the writer's seek marks ([`SeekIndex`]). Memory grows with the number of annotations, not events; time too, for
 //! compressed recordings, whose chunks this pass skips unread (everything it needs is written
 //! outside them).
 //!
@@ -25,6 +25,7 @@ use anyhow::Result;
 
 use super::clock::TraceClock;
 use super::labels::LabelIndex;
+use super::losses::LossLog;
 use super::selection::LabelReach;
 use ingero_trace::model::{ReadRecord, SessionRecord};
 use ingero_trace::read::seek::{LabelStretches, SeekIndex};
@@ -48,6 +49,8 @@ pub struct TraceIndex {
     pub records: u64,
     /// Files that ended inside a packet (a killed agent).
     pub truncated: Vec<PathBuf>,
+    /// The drops the recording counted, and where.
+    pub losses: LossLog,
     /// Whether the second pass inflates on a helper thread (`TraceReader::inflate_ahead`;
     /// default: the reader's).
     pub inflate_ahead: bool,
@@ -68,6 +71,7 @@ pub struct FirstPass {
     session: Option<SessionRecord>,
     records: u64,
     truncated: Vec<PathBuf>,
+    losses: LossLog,
     seek: SeekIndex,
     labels: LabelIndex,
     /// The labels skipped (with `skip_labels`).
@@ -84,6 +88,7 @@ impl FirstPass {
         let mut session = None;
         let mut extent = Extent::default();
         let mut records = 0u64;
+        let mut losses = LossLog::default();
         // Only the packets outside the compressed chunks: labels, session, statistics and the
         // clock snapshots the writer puts after every chunk. The chunks (CUDA calls,
         // scheduling) are skipped unopened; older or uncompressed files are read whole.
@@ -95,6 +100,7 @@ impl FirstPass {
         let mut rec = empty_record();
         while reader.next_into(&mut rec)? {
             records += 1;
+            losses.add(&rec);
             if let ReadRecord::Session(s) = &rec {
                 if session.is_none() {
                     session = Some(s.clone());
@@ -128,12 +134,14 @@ impl FirstPass {
             let t = session.as_ref().map_or(0, |s| s.ts_ns);
             (t, t)
         });
+        losses.seal(end);
         let fallback = session.as_ref().and_then(|s| {
             (s.started_realtime_ns != 0)
                 .then(|| i128::from(s.started_realtime_ns) - i128::from(s.ts_ns))
         });
         Ok(FirstPass {
             truncated: reader.truncated_files().to_vec(),
+            losses,
             files,
             clock: TraceClock {
                 start_ns: start,
@@ -162,6 +170,7 @@ impl FirstPass {
             session,
             mut records,
             truncated,
+            losses,
             seek,
             mut labels,
             mut skipped,
@@ -193,6 +202,7 @@ impl FirstPass {
         };
         Ok(TraceIndex {
             truncated,
+            losses,
             files,
             clock,
             labels,

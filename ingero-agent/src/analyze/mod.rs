@@ -12,7 +12,8 @@
 //!
 //! # How it reads
 //! Two passes over the files. The first ([`index`]) learns the recording's extent, its wall
-//! clock and the label intervals, from the packets the writer keeps outside its compressed
+//! clock, the label intervals and what the recording says it lost ([`losses`]: drops counted,
+//! shown beside every report), from the packets the writer keeps outside its compressed
 //! chunks (the chunks are skipped unopened, so this pass costs almost nothing); with those
 //! the selection is resolved (`--since` counts back from the end of the recording, wall
 //! times map through the clock snapshot). With a time window it reads only the labels of the
@@ -37,6 +38,7 @@ pub mod intervals;
 pub mod json;
 pub mod kernels;
 pub mod labels;
+pub mod losses;
 pub mod memory;
 pub mod ops;
 pub mod pid_slots;

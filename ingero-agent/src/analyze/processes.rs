@@ -1,7 +1,9 @@
 //! Per-process accounting: name, GPU API time, device memory allocated and freed (with the
 //! live allocations by pointer, so frees without a recorded size still count), failed
 //! allocations, the first calls of each operation (for cold start), pinned host memory and
-//! the async copies not from it ([`Pinned`]).
+//! the async copies not from it ([`Pinned`]). Bounded: [`LIVE_FOLLOWED`] live allocations by
+//! pointer per process (past it an allocation is counted, [`ProcStats::live_unfollowed`],
+//! and its free is sized by its own arguments only).
 
 use std::sync::Arc;
 
@@ -19,6 +21,9 @@ pub const FIRST_CALLS: usize = 5;
 /// `cuMemCreate` handles and mappings followed per process; past it a creation is counted
 /// as an allocation but its memory is not followed to its end.
 const PHYSICAL_FOLLOWED: usize = 1 << 20;
+/// Live allocations followed by pointer per process (about 32 bytes each: 8 MiB at the
+/// bound); past it an allocation is counted in [`ProcStats::live_unfollowed`].
+pub const LIVE_FOLLOWED: usize = 1 << 18;
 /// Failed allocations kept per process as evidence.
 const FAILED_KEPT: usize = 8;
 
@@ -49,6 +54,8 @@ pub struct ProcStats {
     pub first_alloc_ns: u64,
     pub last_alloc_ns: u64,
     live: FastMap<u64, u64>,
+    /// Allocations not followed by pointer because [`LIVE_FOLLOWED`] were live.
+    pub live_unfollowed: u64,
     /// `cuMemCreate` handles and their mappings.
     physical: PhysicalMemory,
     /// The first calls of each op (up to [`FIRST_CALLS`]): start and duration.
@@ -239,7 +246,11 @@ impl ProcStats {
                 }
                 self.allocated(c.ts_ns, size);
                 if let Some(p) = ptr {
-                    self.live.insert(p, size);
+                    if self.live.len() < LIVE_FOLLOWED || self.live.contains_key(&p) {
+                        self.live.insert(p, size);
+                    } else {
+                        self.live_unfollowed += 1;
+                    }
                 }
                 i64::try_from(size).unwrap_or(i64::MAX)
             }
@@ -275,5 +286,67 @@ impl ProcStats {
     /// Bytes allocated and not freed.
     pub fn outstanding(&self) -> u64 {
         self.alloc_bytes.saturating_sub(self.freed_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ingero_trace::model::ThreadRef;
+
+    fn call(op: CudaOp, args: CudaArgs, ts_ns: u64) -> CudaCallRecord {
+        CudaCallRecord {
+            ts_ns,
+            duration_ns: 10,
+            thread: ThreadRef {
+                pid: 1,
+                tid: 1,
+                name: Arc::from("p"),
+            },
+            op,
+            ret: 0,
+            args,
+            detail: Default::default(),
+            clamped_from_ns: None,
+            cpu: 0,
+            cgroup_id: 0,
+        }
+    }
+
+    fn malloc(ptr: u64, size: u64) -> CudaCallRecord {
+        let args = CudaArgs::Alloc {
+            size,
+            ptr: Some(ptr),
+            stream: None,
+        };
+        call(CudaOp::Malloc, args, ptr)
+    }
+
+    fn free(ptr: u64) -> CudaCallRecord {
+        let args = CudaArgs::Free {
+            ptr,
+            size: None,
+            stream: None,
+        };
+        call(CudaOp::Free, args, ptr)
+    }
+
+    #[test]
+    fn live_allocations_are_followed_up_to_the_bound_and_the_rest_counted() {
+        let mut p = ProcStats::default();
+        let n = LIVE_FOLLOWED as u64 + 3;
+        for i in 1..=n {
+            p.add(&malloc(i, 4));
+        }
+        assert_eq!(p.allocs, n, "every allocation counted");
+        assert_eq!(p.live_unfollowed, 3);
+        assert_eq!(p.live_by_size(5), vec![(4, LIVE_FOLLOWED as u64)]);
+        // A followed allocation's free is sized; one past the bound, not.
+        assert_eq!(p.add(&free(1)), -4);
+        assert_eq!(p.add(&free(n)), 0);
+        // Room again: a new allocation is followed, and so is a pointer reused.
+        p.add(&malloc(n + 1, 8));
+        assert_eq!(p.live_unfollowed, 3);
+        assert_eq!(p.add(&free(n + 1)), -8);
     }
 }

@@ -118,6 +118,11 @@ pub struct GroupRow {
     /// For NVTX groups: the individual ranges' count and durations.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ranges: Option<RangeStats>,
+    /// Drops the recording counted in the stretches (about a second each) that overlap the
+    /// time the group held: an upper bound on what its counts lack (`analyze::losses`);
+    /// absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drops_overlapping: Option<u64>,
 }
 
 /// One request of `--by-request`.
@@ -262,6 +267,7 @@ pub fn group_rows(an: &Analysis, names: &Names, g: &Grouping) -> Vec<GroupRow> {
             });
             let mut row = group_row(map, &held, s, caveat);
             row.pid = pid;
+            row.drops_overlapping = an.index.losses.overlapping_field(&held);
             if let ([key], [v]) = (g.keys.as_slice(), values.get(..1).unwrap_or_default()) {
                 if has_range_stats(key) {
                     // The ranges the selected time holds, as the calls are.
@@ -431,6 +437,7 @@ fn group_row(
         }),
         caveat: caveat.map(str::to_owned),
         ranges: None,
+        drops_overlapping: None,
     }
 }
 
@@ -532,6 +539,14 @@ const GROUP_HEADERS: [&str; 11] = [
     "slowest",
 ];
 
+/// The column of drops counted around a row, when some row has any.
+const DROPS_HEADER: &str = "drops";
+
+fn drops_cell(r: &GroupRow) -> String {
+    r.drops_overlapping
+        .map_or_else(|| "-".to_owned(), |n| n.to_string())
+}
+
 /// A [`QueryReport`] as JSON: its rows (or the requests report) without the variant.
 pub struct QueryJson<'a>(&'a QueryReport);
 
@@ -593,6 +608,10 @@ impl QueryReport {
                     h.extend(["ranges", "range p50", "range p95", "range max"]);
                 }
                 h.extend(GROUP_HEADERS);
+                let with_drops = rows.iter().any(|r| r.drops_overlapping.is_some());
+                if with_drops {
+                    h.push(DROPS_HEADER);
+                }
                 let mut t = Table::new(&h);
                 for r in rows {
                     let mut cells = host_cell(with_host, &r.host);
@@ -610,6 +629,9 @@ impl QueryReport {
                         ]);
                     }
                     cells.extend(group_cells(r, origin));
+                    if with_drops {
+                        cells.push(drops_cell(r));
+                    }
                     t.push(cells);
                 }
                 t
@@ -619,6 +641,13 @@ impl QueryReport {
                 let mut h = host_header(with_host);
                 h.extend(["request_id", "share"]);
                 h.extend(GROUP_HEADERS);
+                let with_drops = rep
+                    .requests
+                    .iter()
+                    .any(|r| r.stats.drops_overlapping.is_some());
+                if with_drops {
+                    h.push(DROPS_HEADER);
+                }
                 let mut t = Table::new(&h);
                 for r in &rep.requests {
                     let mut cells = host_cell(with_host, &r.stats.host);
@@ -627,6 +656,9 @@ impl QueryReport {
                         format!("{:.0}%", r.share_of_api_time * 100.0),
                     ]);
                     cells.extend(group_cells(&r.stats, origin));
+                    if with_drops {
+                        cells.push(drops_cell(&r.stats));
+                    }
                     t.push(cells);
                 }
                 t

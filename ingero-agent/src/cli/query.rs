@@ -12,6 +12,7 @@ use clap::Args;
 use crate::analyze::fleet::{Fleet, report};
 use crate::analyze::groups::GroupSpec;
 use crate::analyze::kernels::KERNEL_KEY;
+use crate::analyze::losses::Losses;
 use crate::analyze::{self, EventFormat, LabelReach, QueryMode, SelectionSpec};
 
 /// Which recording and which part of it (shared by `query` and `explain`).
@@ -146,6 +147,23 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
         ..args.select.spec()
     };
     let fleet = args.select.open_spec(&spec)?;
+    // What the recording lost goes with every report: after a text table, else (JSON, CSV,
+    // the events' stream) on stderr, so the output's format is unchanged.
+    let losses = fleet.losses();
+    let notes: String = losses.iter().map(Losses::text).collect();
+    let on_stdout = !args.select.json && !args.select.csv && !args.events;
+    if !on_stdout {
+        for n in losses.iter().flat_map(Losses::notes) {
+            eprintln!("ingero: note: {n}");
+        }
+    }
+    let with_notes = |text: String| {
+        if on_stdout && !notes.is_empty() {
+            format!("{text}\n{notes}")
+        } else {
+            text
+        }
+    };
     if args.memory {
         let an = fleet.one("--memory")?;
         let report = analyze::memory::query(an)?;
@@ -154,7 +172,7 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
             (_, true) => report.csv(an.origin()),
             _ => report.text(an.origin()),
         };
-        print(&text)?;
+        print(&with_notes(text))?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.events {
@@ -202,6 +220,6 @@ pub fn run(args: QueryArgs) -> Result<ExitCode> {
     } else {
         report.text(fleet.origin())
     };
-    print(&text)?;
+    print(&with_notes(text))?;
     Ok(ExitCode::SUCCESS)
 }

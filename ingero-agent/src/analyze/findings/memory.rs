@@ -15,6 +15,7 @@ use crate::analyze::Analysis;
 use crate::analyze::activity::BINS;
 use crate::analyze::aggregate::Aggregate;
 use crate::analyze::fmt;
+use crate::analyze::processes::LIVE_FOLLOWED;
 
 pub const LEAK_MIN_ALLOCS: u64 = 10;
 pub const LEAK_MIN_BYTES: u64 = 64 << 20;
@@ -156,6 +157,14 @@ fn leak(
                 .map(|(size, n)| format!("{n} × {}", fmt::bytes(*size)))
                 .collect::<Vec<_>>()
                 .join(", ");
+            let sites = if p.live_unfollowed > 0 {
+                format!(
+                    "{sites} (of the first {LIVE_FOLLOWED} held; {} more not followed)",
+                    p.live_unfollowed
+                )
+            } else {
+                sites
+            };
             let per_step = match loop_steps {
                 Some((key, n)) if n > 0 => format!(
                     ", {} per {key} over {n} {key}s",

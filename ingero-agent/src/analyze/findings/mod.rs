@@ -284,6 +284,11 @@ pub struct Finding {
     pub evidence: Vec<Evidence>,
     pub root_cause: String,
     pub fixes: Vec<String>,
+    /// Drops the recording counted in the stretches (about a second each) that overlap the
+    /// window: an upper bound on what the trace lost there (`analyze::losses`); absent when
+    /// none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drops_overlapping: Option<u64>,
 }
 
 impl Analysis {

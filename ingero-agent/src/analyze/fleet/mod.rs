@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 
 use super::index::seek_from_env;
+use super::losses::Losses;
 use super::selection::SelectionSpec;
 use super::source;
 use super::{Analysis, FirstPass};
@@ -106,6 +107,29 @@ impl Fleet {
                     names.join(", ")
                 )
             }
+        }
+    }
+
+    /// What each host's recording says it lost over the selection (drops, a missing end),
+    /// for reports that carry no losses of their own (`query`): one per host with something
+    /// to say, named by host when there are several.
+    pub fn losses(&self) -> Vec<Losses> {
+        let of = |an: &Analysis| {
+            an.index
+                .losses
+                .report(an.selection.range, an.origin(), Vec::new())
+        };
+        match self {
+            Fleet::Single(an) => of(an).into_iter().collect(),
+            Fleet::Hosts(h) => h
+                .hosts
+                .iter()
+                .filter_map(|host| {
+                    let mut l = of(&host.an)?;
+                    l.host = Some(host.name.clone());
+                    Some(l)
+                })
+                .collect(),
         }
     }
 

@@ -7,7 +7,7 @@
 //!   Requests are ranked across hosts by their API time.
 //! - `explain`: every finding gets `host`, and its evidence's `offset_ns` counts from the
 //!   job's start; the slow-host rule adds its findings; `hosts` lists the hosts and their
-//!   clocks' error bounds.
+//!   clocks' error bounds; `losses`, each host's drops (their places' offsets likewise).
 //!
 //! Times that stay on a trace clock (`start_ns`, `ts_ns`, a finding's window) are on the clock
 //! of the host the row or finding names.
@@ -214,6 +214,7 @@ fn hosts_explain(h: &Hosts, by: Option<&str>) -> Result<ExplainReport> {
     let mut findings: Vec<Finding> = Vec::new();
     let mut steps = Vec::with_capacity(h.hosts.len());
     let mut summaries = Vec::with_capacity(h.hosts.len());
+    let mut losses = Vec::new();
     let mut events = 0;
     for host in &h.hosts {
         let an = &host.an;
@@ -227,6 +228,13 @@ fn hosts_explain(h: &Hosts, by: Option<&str>) -> Result<ExplainReport> {
         let shift = host
             .wall(an.index.clock.start_ns)
             .saturating_sub(h.wall_start_ns);
+        for mut l in report.losses {
+            l.host = Some(host.name.clone());
+            for p in &mut l.places {
+                p.offset_ns = p.offset_ns.saturating_add(shift);
+            }
+            losses.push(l);
+        }
         for mut f in report.findings {
             f.host = Some(host.name.clone());
             for e in &mut f.evidence {
@@ -262,6 +270,7 @@ fn hosts_explain(h: &Hosts, by: Option<&str>) -> Result<ExplainReport> {
     Ok(ExplainReport {
         events,
         hosts: Some(summaries),
+        losses,
         findings,
     })
 }

@@ -7,6 +7,7 @@ pub(crate) mod fixtures;
 mod golden;
 mod grouping;
 mod hosts;
+mod losses;
 mod nvtx;
 mod ranks;
 mod rules;

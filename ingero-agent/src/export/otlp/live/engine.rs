@@ -277,6 +277,8 @@ impl Engine {
                 session: None,
                 records: 0,
                 truncated: Vec::new(),
+                // Live, the drops are the agent's own counters, not the recording's.
+                losses: Default::default(),
                 inflate_ahead: false,
                 // The history is folded from memory: there is no file to seek in.
                 seek: Default::default(),
