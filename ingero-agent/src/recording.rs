@@ -277,3 +277,59 @@ impl Recording {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ingero_trace::model::{CounterKind, ReadRecord, SessionInfo};
+    use ingero_trace::read::{TimeRange, TraceReader};
+
+    #[test]
+    fn drops_samples_are_stamped_when_read_and_all_written() {
+        let dir = std::env::temp_dir().join(format!("ingero-recording-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("drops.pftrace");
+        let recorder = RecorderConfig {
+            path: Some(path.clone()),
+            session: SessionInfo::default(),
+            chown_to_sudo_user: false,
+            ..Default::default()
+        };
+        let merger = MergerConfig {
+            window: Duration::from_millis(50),
+            ..Default::default()
+        };
+        let mut rec = Recording::start(recorder, merger).expect("recording");
+        let mut read_between = Vec::new();
+        for total in [10, 20, 30] {
+            let before = monotonic_now_ns();
+            rec.tick(total);
+            read_between.push((before, monotonic_now_ns(), total));
+            // Longer than the window: the sample before is written at this tick.
+            std::thread::sleep(Duration::from_millis(60));
+        }
+        let files = rec.finish(FinalStats::default()).expect("finish");
+        assert_eq!(files, vec![path.clone()]);
+        let samples: Vec<(u64, i64)> = TraceReader::open(&path, TimeRange::all())
+            .expect("open")
+            .filter_map(|r| match r {
+                Ok(ReadRecord::Counter(c)) if c.kind == CounterKind::Drops => {
+                    Some((c.ts_ns, c.value))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            samples.len(),
+            3,
+            "the last one too, at the end: {samples:?}"
+        );
+        for ((ts, value), (before, after, total)) in samples.iter().zip(&read_between) {
+            assert_eq!(*value, i64::try_from(*total).unwrap_or(-1));
+            assert!(
+                (*before..=*after).contains(ts),
+                "{ts} not when read ({before}..{after})"
+            );
+        }
+    }
+}

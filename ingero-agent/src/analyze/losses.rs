@@ -117,8 +117,16 @@ impl LossLog {
                     total = total.saturating_add(*n);
                 }
                 // What the last drain counted after the last sample: until the end (the
-                // statistics carry no time; [`Self::seal`] sets it).
-                self.sampled(u64::MAX, total);
+                // statistics carry no time; [`Self::seal`] sets it). Never a new count: the
+                // totals only grow within a session.
+                let (from, before) = self.last.unwrap_or((self.session_start.unwrap_or(0), 0));
+                if total > before {
+                    self.push(DropStretch {
+                        start_ns: from,
+                        end_ns: u64::MAX,
+                        drops: total - before,
+                    });
+                }
                 self.last = None;
             }
             _ => {}
@@ -474,6 +482,24 @@ mod tests {
             .map(|r| r.text())
             .unwrap_or_default();
         assert!(text.contains("no final statistics"), "{text}");
+    }
+
+    #[test]
+    fn final_statistics_add_only_what_the_samples_did_not_count() {
+        // Fewer in the statistics than sampled (a counter the end does not report): no new
+        // count. A session too short for a sample: its drops span it.
+        let l = log(
+            &[
+                session(0, 0),
+                sample(10, 9),
+                stats(&[("ring_full_cuda", 4)]),
+            ],
+            20,
+        );
+        assert_eq!(l.total(), 9);
+        let l = log(&[session(5, 0), stats(&[("ring_full_cuda", 4)])], 20);
+        let s = l.stretches.first().copied();
+        assert_eq!(s.map(|s| (s.start_ns, s.end_ns, s.drops)), Some((5, 20, 4)));
     }
 
     #[test]

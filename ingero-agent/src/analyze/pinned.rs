@@ -150,27 +150,11 @@ impl Pinned {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-
-    use ingero_trace::model::{MemcpyKind, ThreadRef};
+    use crate::analyze::tests::fixtures::call_record;
+    use ingero_trace::model::MemcpyKind;
 
     fn call(op: CudaOp, args: CudaArgs, ts: u64) -> CudaCallRecord {
-        CudaCallRecord {
-            ts_ns: ts,
-            duration_ns: 1_000 + ts,
-            thread: ThreadRef {
-                pid: 1,
-                tid: 1,
-                name: Arc::from("p"),
-            },
-            op,
-            ret: 0,
-            args,
-            detail: Default::default(),
-            clamped_from_ns: None,
-            cpu: 0,
-            cgroup_id: 0,
-        }
+        call_record(op, args, ts, 1_000 + ts)
     }
 
     fn copy(host: u64, count: u64, ts: u64) -> CudaCallRecord {

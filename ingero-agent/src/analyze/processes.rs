@@ -292,25 +292,10 @@ impl ProcStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ingero_trace::model::ThreadRef;
+    use crate::analyze::tests::fixtures::call_record;
 
     fn call(op: CudaOp, args: CudaArgs, ts_ns: u64) -> CudaCallRecord {
-        CudaCallRecord {
-            ts_ns,
-            duration_ns: 10,
-            thread: ThreadRef {
-                pid: 1,
-                tid: 1,
-                name: Arc::from("p"),
-            },
-            op,
-            ret: 0,
-            args,
-            detail: Default::default(),
-            clamped_from_ns: None,
-            cpu: 0,
-            cgroup_id: 0,
-        }
+        call_record(op, args, ts_ns, 10)
     }
 
     fn malloc(ptr: u64, size: u64) -> CudaCallRecord {

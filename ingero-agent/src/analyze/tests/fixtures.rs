@@ -14,7 +14,7 @@ use ingero_ebpf::{CudaOp, OffCpuReason};
 use crate::analyze::{Analysis, SelectionSpec};
 use ingero_trace::model::{AnnotationRecord, Scope, TimelineRecord};
 use ingero_trace::model::{Comm, CudaArgs, Event, MemcpyKind, OffCpu, Task};
-use ingero_trace::model::{FinalStats, SessionInfo};
+use ingero_trace::model::{CudaCallRecord, FinalStats, SessionInfo, ThreadRef};
 use ingero_trace::synth::{cuda, task};
 use ingero_trace::write::{Recorder, RecorderConfig};
 
@@ -55,6 +55,27 @@ pub fn write_at(name: &str, mut records: Vec<TimelineRecord>, compression_level:
     }
     rec.finish(&FinalStats::default()).expect("finish");
     path
+}
+
+/// A successful call of process 1's thread `p` as a reader yields it, for tests of the
+/// accounting that takes read calls: `op` with `args` at `ts_ns`, lasting `duration_ns`.
+pub fn call_record(op: CudaOp, args: CudaArgs, ts_ns: u64, duration_ns: u64) -> CudaCallRecord {
+    CudaCallRecord {
+        ts_ns,
+        duration_ns,
+        thread: ThreadRef {
+            pid: 1,
+            tid: 1,
+            name: std::sync::Arc::from("p"),
+        },
+        op,
+        ret: 0,
+        args,
+        detail: Default::default(),
+        clamped_from_ns: None,
+        cpu: 0,
+        cgroup_id: 0,
+    }
 }
 
 /// Opens a fixture with a selection.
