@@ -60,7 +60,12 @@ fn what_full_ring_buffers_lost_is_in_explain_and_query() -> Result<()> {
     );
     let drops = losses["drops"].as_u64().context("drops")?;
     assert!(drops >= lost, "{losses:#}");
-    assert_eq!(losses["records_lost"], drops, "ring drops lose records");
+    // Ring drops lose records; a detail may be lost besides (an argument unreadable).
+    let records_lost = losses["records_lost"].as_u64().context("records_lost")?;
+    assert!(
+        (lost..=drops).contains(&records_lost),
+        "ring drops lose records: {losses:#}"
+    );
     assert_eq!(losses["drops_in_selection"], drops);
     assert_eq!(losses["final_statistics"], true);
     let places = losses["places"].as_array().context("places")?;
