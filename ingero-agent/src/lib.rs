@@ -21,6 +21,7 @@ pub mod graphs;
 pub mod kernels;
 pub mod launch;
 pub mod live;
+pub mod nccl;
 pub mod nvtx;
 pub mod pipeline;
 pub mod probes;

@@ -1,7 +1,7 @@
-//! The user-space pipeline after the ring buffers: decode each record, name its kernel and
-//! follow CUDA graphs, update the live statistics, write `--json` lines, and hand events to the
-//! recording. It is fed raw record bytes, so the drain benchmark can replay captured records
-//! through exactly the code the agent runs.
+//! The user-space pipeline after the ring buffers: decode each record, name its kernel, follow
+//! CUDA graphs and NCCL communicators, update the live statistics, write `--json` lines, and
+//! hand events to the recording. It is fed raw record bytes, so the drain benchmark can replay
+//! captured records through exactly the code the agent runs.
 //!
 //! Kernel names arrive on a ring of their own (a registration burst must not cost launches).
 //! A name is always submitted before any launch that uses it, so a launch whose handle is
@@ -37,6 +37,7 @@ use crate::{
     graphs::Graphs,
     kernels::{KernelNameLimits, KernelNames},
     live::Stats,
+    nccl::Communicators,
     nvtx::fallback::Fallback,
     nvtx::server::{ConnectedPids, NvtxCounters},
     ranks::Ranks,
@@ -59,6 +60,8 @@ pub struct Pipeline {
     pub kernels: KernelNames,
     /// Captures and executable graphs per process.
     pub graphs: Graphs,
+    /// NCCL communicators made while tracing, per process.
+    pub communicators: Communicators,
     /// The names ring, when the pipeline drains it itself (the agent; not the benchmarks).
     names: Option<RingBuf<MapData>>,
     /// Exits read from the scheduler ring, waiting for the CUDA ring's next drain.
@@ -85,6 +88,7 @@ impl Pipeline {
             otlp: None,
             kernels: KernelNames::new(KernelNameLimits::default()),
             graphs: Graphs::default(),
+            communicators: Communicators::default(),
             names: None,
             exits: WaitingExits::default(),
             ranks: Ranks::default(),
@@ -150,7 +154,7 @@ impl Pipeline {
         }
     }
 
-    /// Names a launch's kernel and follows graphs.
+    /// Names a launch's kernel, follows graphs and NCCL communicators.
     fn enrich(&mut self, c: &mut CudaCall) {
         let handle = match c.args {
             CudaArgs::Launch { func, .. } => Some(func),
@@ -170,6 +174,9 @@ impl Pipeline {
             });
         }
         self.graphs.follow(c);
+        if c.op.library() == ingero_ebpf::CudaLibrary::Nccl {
+            self.communicators.follow(c);
+        }
     }
 
     /// Before a drain of the CUDA ring: the exits read so far, which that drain settles.
@@ -194,6 +201,7 @@ impl Pipeline {
     fn forget_process(&mut self, pid: u32) {
         self.kernels.forget_process(pid);
         self.graphs.forget_process(pid);
+        self.communicators.forget_process(pid);
         self.stats.memory.forget(pid);
         self.ranks.forget(pid);
     }

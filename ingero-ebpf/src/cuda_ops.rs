@@ -2,12 +2,17 @@
 //! per-op flags the eBPF programs act on.
 //!
 //! One uprobe program and one uretprobe program serve every symbol: the attach cookie carries
-//! `op | flags << 16`, so the kernel side knows which extra work a call needs (stack arguments,
-//! a launch config to read, an allocation to remember) without a program per function.
+//! `op | flags << 16 | variant << 48`, so the kernel side knows which extra work a call needs
+//! (stack arguments, a launch config to read, an allocation to remember) without a program per
+//! function.
+//!
+//! Besides CUDA's runtime and driver, the table holds NCCL's collectives, point-to-point calls,
+//! groups and communicators (`libnccl.so.2`): they run through the same programs, so a driver
+//! call NCCL makes inside a collective names it as its parent.
 
-/// Flags carried in bits 16..32 of the attach cookie.
+/// Flags carried in bits 16..48 of the attach cookie.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OpFlags(pub u16);
+pub struct OpFlags(pub u32);
 
 impl OpFlags {
     pub const NONE: OpFlags = OpFlags(0);
@@ -47,6 +52,9 @@ impl OpFlags {
     /// `args[2]` points at a `CUmemAllocationProp` (`cuMemCreate`): read where the memory
     /// lives (its `CUmemLocation`'s type and id) into `args[2]`, packed type low.
     pub const ALLOC_PROP: OpFlags = OpFlags(16384);
+    /// As [`Self::OUT0`] for `*args[3]` (`ncclCommSplit`'s and `ncclCommShrink`'s new
+    /// communicator).
+    pub const OUT3: OpFlags = OpFlags(32768);
 
     pub const fn contains(self, other: OpFlags) -> bool {
         self.0 & other.0 == other.0
@@ -70,22 +78,22 @@ pub const LEGACY_DROPS: OpFlags = OpFlags(
 );
 
 /// Encodes an op, its flags and the index of the symbol that fired ([`CudaOp::symbol`]) as a
-/// uprobe attach cookie.
+/// uprobe attach cookie: op in bits 0..16, flags in 16..48, the variant in 48..56.
 pub const fn cookie(op: CudaOp, flags: OpFlags, variant: u8) -> u64 {
-    (op as u64) | ((flags.0 as u64) << 16) | ((variant as u64) << 32)
+    (op as u64) | ((flags.0 as u64) << 16) | ((variant as u64) << 48)
 }
 
 /// Splits a cookie back into the raw op value and its flags.
 pub const fn split_cookie(cookie: u64) -> (u16, OpFlags) {
     (
         (cookie & 0xffff) as u16,
-        OpFlags(((cookie >> 16) & 0xffff) as u16),
+        OpFlags(((cookie >> 16) & 0xffff_ffff) as u32),
     )
 }
 
 /// The symbol index a cookie carries.
 pub const fn cookie_variant(cookie: u64) -> u16 {
-    ((cookie >> 32) & 0xff) as u16
+    ((cookie >> 48) & 0xff) as u16
 }
 
 /// The NVIDIA library an op's symbols live in.
@@ -95,17 +103,21 @@ pub enum CudaLibrary {
     Runtime,
     /// The CUDA driver, `libcuda.so.1` (the `cu*` functions).
     Driver,
+    /// NVIDIA's collective communications library, `libnccl.so.2` (the `nccl*` functions).
+    Nccl,
 }
 
 impl CudaLibrary {
-    /// Both libraries, runtime first.
-    pub const ALL: [CudaLibrary; 2] = [CudaLibrary::Runtime, CudaLibrary::Driver];
+    /// Every library, runtime first.
+    pub const ALL: [CudaLibrary; 3] =
+        [CudaLibrary::Runtime, CudaLibrary::Driver, CudaLibrary::Nccl];
 
     /// The library's file name stem, as users know it.
     pub const fn name(self) -> &'static str {
         match self {
             CudaLibrary::Runtime => "libcudart",
             CudaLibrary::Driver => "libcuda",
+            CudaLibrary::Nccl => "libnccl",
         }
     }
 }
@@ -199,6 +211,22 @@ impl CudaOp {
         )
     }
 
+    /// Whether the op is one of NCCL's collectives (every rank of a communicator calls it, in
+    /// the same order): not the point-to-point calls, groups or communicator calls.
+    pub const fn is_collective(self) -> bool {
+        matches!(
+            self,
+            CudaOp::NcclAllReduce
+                | CudaOp::NcclBroadcast
+                | CudaOp::NcclReduce
+                | CudaOp::NcclAllGather
+                | CudaOp::NcclReduceScatter
+                | CudaOp::NcclAlltoAll
+                | CudaOp::NcclGather
+                | CudaOp::NcclScatter
+        )
+    }
+
     /// Whether the op launches a CUDA graph.
     pub const fn is_graph_launch(self) -> bool {
         matches!(self, CudaOp::GraphLaunch | CudaOp::CuGraphLaunch)
@@ -230,6 +258,8 @@ const ALLOC: OpFlags = OpFlags::ALLOC;
 const FREE: OpFlags = OpFlags::FREE;
 const OUT0: OpFlags = OpFlags::OUT0;
 const OUT1: OpFlags = OpFlags::OUT1;
+const OUT3: OpFlags = OpFlags::OUT3;
+const STACK_OUT0: OpFlags = OpFlags(OpFlags::STACK_ARGS.0 | OpFlags::OUT0.0);
 const DESC_2D: OpFlags = OpFlags::DESC_2D;
 const DESC_3D: OpFlags = OpFlags::DESC_3D;
 const DRIVER_LAUNCH: OpFlags = OpFlags::DRIVER_LAUNCH;
@@ -420,6 +450,39 @@ cuda_ops! {
     // Makes a mapped range accessible to devices: updates page tables on each device asked, the
     // slow part of growing an expandable segment.
     CuMemSetAccess = 200, Driver, "cuMemSetAccess", NONE, ["cuMemSetAccess"];
+
+    // NCCL, libnccl.so.2. Collectives return once their work is queued on the stream, so their
+    // time is the host's enqueue (and, the first time on a communicator, its connections); the
+    // wait for peers is in the synchronisation that follows. The `Config` exports (NCCL 2.29+)
+    // take the same arguments and one more. ncclBcast is not probed: it is one call to
+    // ncclBroadcast, which is.
+    NcclAllReduce = 210, Nccl, "ncclAllReduce", STACK, ["ncclAllReduce", "ncclAllReduceConfig"];
+    NcclBroadcast = 211, Nccl, "ncclBroadcast", STACK, ["ncclBroadcast", "ncclBroadcastConfig"];
+    NcclReduce = 212, Nccl, "ncclReduce", STACK, ["ncclReduce", "ncclReduceConfig"];
+    NcclAllGather = 213, Nccl, "ncclAllGather", NONE, ["ncclAllGather", "ncclAllGatherConfig"];
+    NcclReduceScatter = 214, Nccl, "ncclReduceScatter", STACK,
+        ["ncclReduceScatter", "ncclReduceScatterConfig"];
+    NcclAlltoAll = 215, Nccl, "ncclAlltoAll", NONE, ["ncclAlltoAll", "ncclAlltoAllConfig"];
+    NcclGather = 216, Nccl, "ncclGather", STACK, ["ncclGather", "ncclGatherConfig"];
+    NcclScatter = 217, Nccl, "ncclScatter", STACK, ["ncclScatter", "ncclScatterConfig"];
+    NcclSend = 220, Nccl, "ncclSend", NONE, ["ncclSend"];
+    NcclRecv = 221, Nccl, "ncclRecv", NONE, ["ncclRecv"];
+    NcclGroupStart = 225, Nccl, "ncclGroupStart", NONE, ["ncclGroupStart"];
+    NcclGroupEnd = 226, Nccl, "ncclGroupEnd", NONE, ["ncclGroupEnd"];
+    // Communicators. The unique id is passed by value (128 bytes on the stack, no register):
+    // the stack words are its first 16 bytes (the root's random magic and address), the same
+    // on every rank; `rank` is in the third register.
+    NcclCommInitRank = 230, Nccl, "ncclCommInitRank", STACK_OUT0, ["ncclCommInitRank"];
+    NcclCommInitRankConfig = 231, Nccl, "ncclCommInitRankConfig", STACK_OUT0,
+        ["ncclCommInitRankConfig"];
+    NcclCommInitRankScalable = 232, Nccl, "ncclCommInitRankScalable", OUT0,
+        ["ncclCommInitRankScalable"];
+    NcclCommInitAll = 233, Nccl, "ncclCommInitAll", OUT0, ["ncclCommInitAll"];
+    NcclCommSplit = 234, Nccl, "ncclCommSplit", OUT3, ["ncclCommSplit"];
+    NcclCommShrink = 235, Nccl, "ncclCommShrink", OUT3, ["ncclCommShrink"];
+    NcclCommFinalize = 236, Nccl, "ncclCommFinalize", NONE, ["ncclCommFinalize"];
+    NcclCommDestroy = 237, Nccl, "ncclCommDestroy", NONE, ["ncclCommDestroy"];
+    NcclCommAbort = 238, Nccl, "ncclCommAbort", NONE, ["ncclCommAbort"];
 }
 
 /// Upper bound on `CudaOp` values, for arrays indexed by op.
@@ -457,7 +520,9 @@ mod tests {
 
     #[test]
     fn every_symbol_is_the_op_name_with_a_known_suffix() {
-        let suffixes = ["", "_v2", "_ptsz", "_ptds", "_v2_ptsz", "_v2_ptds"];
+        let suffixes = [
+            "", "_v2", "_ptsz", "_ptds", "_v2_ptsz", "_v2_ptds", "Config",
+        ];
         let mut seen = std::collections::BTreeSet::new();
         for op in CudaOp::ALL {
             for symbol in op.symbols().iter().chain(op.legacy_symbols()) {
@@ -489,7 +554,18 @@ mod tests {
     fn ops_live_in_the_library_their_name_says() {
         for op in CudaOp::ALL {
             let runtime = op.name().starts_with("cuda") || op.name().starts_with("__cuda");
+            let nccl = op.name().starts_with("nccl");
             assert_eq!(op.library() == CudaLibrary::Runtime, runtime, "{op:?}");
+            assert_eq!(op.library() == CudaLibrary::Nccl, nccl, "{op:?}");
+            assert!(!op.is_collective() || nccl, "{op:?}");
         }
+    }
+
+    #[test]
+    fn every_flag_and_the_largest_variant_survive_the_cookie() {
+        let all = OpFlags(u32::MAX);
+        let c = cookie(CudaOp::NcclCommSplit, all, u8::MAX);
+        assert_eq!(split_cookie(c), (CudaOp::NcclCommSplit as u16, all));
+        assert_eq!(cookie_variant(c), u8::MAX as u16);
     }
 }

@@ -49,6 +49,7 @@ const DETAIL_ONLY: &[&str] = &[
     "memory_processes_untallied",
     "memory_handles_unfollowed",
     "graphs_forgotten",
+    "nccl_communicators_forgotten",
     "process_exits_settled_early",
 ];
 /// Prefixes of such reasons: kernel names (`kernel_name_unreadable`, `kernel_names_…`), rank

@@ -170,6 +170,14 @@ fn absent(kind: CudaLibrary, named_only: bool) -> Line {
     let calls = match kind {
         CudaLibrary::Runtime => "CUDA runtime calls (cudaMalloc, kernel launches, ...)",
         CudaLibrary::Driver => "CUDA driver calls (cu*)",
+        // Only multi-GPU jobs load NCCL: its absence is no loss for the rest.
+        CudaLibrary::Nccl => {
+            return Line::new(
+                name,
+                Status::Info,
+                format!("{searched}; NCCL's collectives are traced once a job loads it"),
+            );
+        }
     };
     Line::new(
         name,
@@ -252,6 +260,18 @@ mod tests {
             absent(CudaLibrary::Runtime, true)
                 .message
                 .contains("--cuda-lib")
+        );
+    }
+
+    #[test]
+    fn an_absent_nccl_is_only_information() {
+        let line = absent(CudaLibrary::Nccl, false);
+        assert_eq!(line.status, Status::Info);
+        assert_eq!(line.name, "libnccl");
+        assert!(
+            line.message.contains("once a job loads it"),
+            "{}",
+            line.message
         );
     }
 

@@ -72,6 +72,10 @@ pub(super) fn drops(
         pipeline.stats.memory.physical_unfollowed,
     ));
     drops.push(("graphs_forgotten", pipeline.graphs.evicted));
+    drops.push((
+        "nccl_communicators_forgotten",
+        pipeline.communicators.forgotten,
+    ));
     drops.push(("process_exits_settled_early", pipeline.exits.settled_early));
     let ranks = pipeline.ranks.stats;
     drops.push(("rank_environ_unreadable", ranks.unreadable));

@@ -5,6 +5,8 @@
 use ingero_ebpf::{ALLOC_PTR_SLOT, CudaOp, FREE_SIZE_SLOT, MAX_ARGS};
 use ingero_trace::model::{CudaArgs, MemLocation, MemcpyKind};
 
+use super::nccl_args::nccl_args;
+
 fn dim3(xy: u64, z: u64) -> [u32; 3] {
     [xy as u32, (xy >> 32) as u32, z as u32]
 }
@@ -50,6 +52,7 @@ fn memset_element(op: CudaOp) -> u64 {
 pub fn cuda_args(op: CudaOp, a: &[u64; MAX_ARGS], ret: i32, out: u64, legacy: bool) -> CudaArgs {
     use CudaOp::*;
     let word = |v: u64| if legacy { v & 0xffff_ffff } else { v };
+    let raw_out = out;
     let out = (ret == 0 && out != 0).then_some(out);
     match op {
         Malloc | MallocManaged | MallocAsync | CuMemAlloc | CuMemAllocAsync | CuMemAllocManaged => {
@@ -334,5 +337,26 @@ pub fn cuda_args(op: CudaOp, a: &[u64; MAX_ARGS], ret: i32, out: u64, legacy: bo
             stream: None,
             event: None,
         },
+        NcclAllReduce
+        | NcclBroadcast
+        | NcclReduce
+        | NcclAllGather
+        | NcclReduceScatter
+        | NcclAlltoAll
+        | NcclGather
+        | NcclScatter
+        | NcclSend
+        | NcclRecv
+        | NcclGroupStart
+        | NcclGroupEnd
+        | NcclCommInitRank
+        | NcclCommInitRankConfig
+        | NcclCommInitRankScalable
+        | NcclCommInitAll
+        | NcclCommSplit
+        | NcclCommShrink
+        | NcclCommFinalize
+        | NcclCommDestroy
+        | NcclCommAbort => nccl_args(op, a, ret, raw_out).unwrap_or(CudaArgs::Group),
     }
 }

@@ -4,6 +4,7 @@
 //! never a panic.
 
 mod cuda_args;
+mod nccl_args;
 
 pub use cuda_args::cuda_args;
 use ingero_trace::model::{

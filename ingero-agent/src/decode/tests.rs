@@ -589,3 +589,141 @@ fn virtual_memory_calls_name_their_handles_ranges_and_location() {
         }
     );
 }
+
+/// Garbage in the upper half of a 32-bit argument's register, as a caller may leave it.
+const HIGH: u64 = 0xdead_beef_0000_0000;
+
+#[test]
+fn nccl_collectives_name_their_words_and_cut_ints_to_32_bits() {
+    use ingero_trace::model::{Communicator, NcclRedOp, NcclType};
+    let on = |comm: u64| Communicator {
+        comm,
+        ..Communicator::default()
+    };
+    let collective =
+        |count, datatype, red_op: Option<u32>, root, comm, stream| CudaArgs::Collective {
+            count,
+            datatype: NcclType(datatype),
+            red_op: red_op.map(NcclRedOp),
+            root,
+            on: on(comm),
+            stream,
+            seq: None,
+        };
+    // ncclAllReduce(send, recv, count, type, op, comm, stream on the stack).
+    assert_eq!(
+        args_of(
+            CudaOp::NcclAllReduce,
+            0,
+            [0x10, 0x20, 1 << 20, HIGH | 7, HIGH | 4, 0xc0, 0x5, 0]
+        ),
+        collective(1 << 20, 7, Some(4), None, 0xc0, 0x5)
+    );
+    // ncclReduce(send, recv, count, type, op, root, comm and stream on the stack).
+    assert_eq!(
+        args_of(
+            CudaOp::NcclReduce,
+            0,
+            [0x10, 0x20, 77, 9, 2, HIGH | 3, 0xc0, 0x6]
+        ),
+        collective(77, 9, Some(2), Some(3), 0xc0, 0x6)
+    );
+    // ncclBroadcast(send, recv, count, type, root, comm, stream): a root, no operator; the
+    // Config export (variant 1) has the same words and one more.
+    for variant in [0, 1] {
+        assert_eq!(
+            args_of(
+                CudaOp::NcclBroadcast,
+                variant,
+                [0x10, 0x20, 8, 0, HIGH | 0xffff_ffff, 0xc0, 0x7, 0x99]
+            ),
+            collective(8, 0, None, Some(-1), 0xc0, 0x7)
+        );
+    }
+    // ncclAllGather(send, recv, sendcount, type, comm, stream): six registers.
+    assert_eq!(
+        args_of(
+            CudaOp::NcclAllGather,
+            0,
+            [0x10, 0x20, 3, 6, 0xc0, 0x8, 0, 0]
+        ),
+        collective(3, 6, None, None, 0xc0, 0x8)
+    );
+    // ncclSend(buff, count, type, peer, comm, stream).
+    assert_eq!(
+        args_of(CudaOp::NcclRecv, 0, [0x10, 5, 1, HIGH | 2, 0xc0, 0x9, 0, 0]),
+        CudaArgs::PointToPoint {
+            count: 5,
+            datatype: NcclType(1),
+            peer: 2,
+            on: on(0xc0),
+            stream: 0x9,
+        }
+    );
+    assert_eq!(args_of(CudaOp::NcclGroupEnd, 0, [0; 8]), CudaArgs::Group);
+    assert_eq!(
+        args_of(CudaOp::NcclCommDestroy, 0, [0xc0, 0, 0, 0, 0, 0, 0, 0]),
+        CudaArgs::CommEnd { comm: 0xc0 }
+    );
+}
+
+#[test]
+fn nccl_communicator_creations_name_rank_size_and_identity() {
+    use ingero_trace::model::{CommSplit, Communicator, unique_id};
+    let made = |args: &CudaArgs| match args {
+        CudaArgs::CommCreate { made, split } => (*made, *split),
+        other => panic!("not a creation: {other:?}"),
+    };
+    // ncclCommInitRank(comm *, nranks, id by value, rank): rank in the third register, the
+    // id's first 16 bytes in the stack words.
+    let words = [0x42f3_d171_b8bc_8655, 0x0202_00c0_1585_0002];
+    let init = [0x7ffc, HIGH | 4, HIGH | 3, 0, 0, 0, words[0], words[1]];
+    let (ok, split) = made(&args_with_out(CudaOp::NcclCommInitRank, 0xc0, init));
+    assert_eq!(
+        ok,
+        Communicator {
+            comm: 0xc0,
+            id: Some(unique_id(words)),
+            rank: Some(3),
+            nranks: Some(4),
+        }
+    );
+    assert_eq!(split, None);
+    // The config form has the config pointer in the fourth register and the same layout.
+    let config = made(&args_with_out(
+        CudaOp::NcclCommInitRankConfig,
+        0xc0,
+        [0x7ffc, 4, 3, 0x7ffd, 0, 0, words[0], words[1]],
+    ));
+    assert_eq!(config.0, ok);
+    // A failed creation wrote no handle; an unread id (zero words) is no identity.
+    let mut failed = cuda(CudaOp::NcclCommInitRank, 1, [0x7ffc, 4, 3, 0, 0, 0, 0, 0]);
+    failed.out = 0xc0;
+    let (bad, _) = made(&decoded_args(&failed));
+    assert_eq!((bad.comm, bad.id, bad.rank), (0, None, Some(3)));
+    // ncclCommInitAll(comms *, ndev, devlist): comms[0] is rank 0 of ndev.
+    let (all, _) = made(&args_with_out(
+        CudaOp::NcclCommInitAll,
+        0xd0,
+        [0x7ffc, 8, 0x7ffe, 0, 0, 0, 0, 0],
+    ));
+    assert_eq!(
+        (all.comm, all.rank, all.nranks, all.id),
+        (0xd0, Some(0), Some(8), None)
+    );
+    // ncclCommSplit(comm, color, key, newcomm *, config).
+    let (new, split) = made(&args_with_out(
+        CudaOp::NcclCommSplit,
+        0xe0,
+        [0xc0, HIGH | 2, HIGH | 5, 0x7ffc, 0, 0, 0, 0],
+    ));
+    assert_eq!(new.comm, 0xe0);
+    assert_eq!(
+        split,
+        Some(CommSplit {
+            parent: 0xc0,
+            color: 2,
+            key: 5,
+        })
+    );
+}

@@ -1,5 +1,5 @@
-//! Which NVIDIA library a file is (the runtime `libcudart` or the driver `libcuda`), its version
-//! as the file name tells it, and the symbols ingero probes in each.
+//! Which NVIDIA library a file is (the runtime `libcudart`, the driver `libcuda` or NCCL's
+//! `libnccl`), its version as the file name tells it, and the symbols ingero probes in each.
 //!
 //! The kind decides which ops of [`CudaOp::ALL`] are attached to a file, so it is read from the
 //! file name first (the names are fixed by NVIDIA's packaging) and, for a copy under another
@@ -10,8 +10,9 @@ use std::path::Path;
 use ingero_ebpf::{CudaLibrary, CudaOp};
 
 /// The library a file name belongs to: `libcudart.so`, `libcudart.so.<anything>` is the
-/// runtime; `libcuda.so`, `libcuda.so.<anything>` the driver. Look-alikes
-/// (`libcudadebugger.so.1`, `libcudart_static.a`, `libcuda.so-old`) are neither.
+/// runtime; `libcuda.so`, `libcuda.so.<anything>` the driver; `libnccl.so`,
+/// `libnccl.so.<anything>` NCCL. Look-alikes (`libcudadebugger.so.1`, `libcudart_static.a`,
+/// `libcuda.so-old`, `libnccl-net.so`) are none of them.
 pub fn kind_from_name(name: &str) -> Option<CudaLibrary> {
     let is = |stem: &str| {
         name.strip_prefix(stem)
@@ -21,6 +22,8 @@ pub fn kind_from_name(name: &str) -> Option<CudaLibrary> {
         Some(CudaLibrary::Runtime)
     } else if is("libcuda.so") {
         Some(CudaLibrary::Driver)
+    } else if is("libnccl.so") {
+        Some(CudaLibrary::Nccl)
     } else {
         None
     }
@@ -66,33 +69,34 @@ pub fn version_of(path: &Path) -> Option<String> {
 }
 
 /// Symbols whose export marks a library of each kind, beyond the probed ones: `cudaMalloc` is in
-/// every libcudart, `cuInit` in every libcuda.
-const MARKERS: [(CudaLibrary, &str); 2] = [
+/// every libcudart, `cuInit` in every libcuda, `ncclGetVersion` in every libnccl.
+const MARKERS: [(CudaLibrary, &str); 3] = [
     (CudaLibrary::Runtime, "cudaMalloc"),
     (CudaLibrary::Driver, "cuInit"),
+    (CudaLibrary::Nccl, "ncclGetVersion"),
 ];
 
-/// The kind a library is by what it exports: the kind with more marker or probed symbols
-/// exported; `None` when it exports none of either, or as many of both.
+/// The kind a library is by what it exports: the kind with the most marker or probed symbols
+/// exported; `None` when it exports none of any, or as many of two kinds as the most.
 pub fn kind_from_exports<'a>(exports: impl IntoIterator<Item = &'a str>) -> Option<CudaLibrary> {
-    let mut runtime = 0usize;
-    let mut driver = 0usize;
+    let mut hits = [0usize; CudaLibrary::ALL.len()];
     for name in exports {
-        let hits = CudaLibrary::ALL.iter().filter(|kind| {
-            MARKERS.iter().any(|(k, m)| k == *kind && *m == name)
-                || probed_symbols(**kind).contains(&name)
-        });
-        for kind in hits {
-            match kind {
-                CudaLibrary::Runtime => runtime += 1,
-                CudaLibrary::Driver => driver += 1,
+        for (i, kind) in CudaLibrary::ALL.iter().enumerate() {
+            if MARKERS.iter().any(|(k, m)| k == kind && *m == name)
+                || probed_symbols(*kind).contains(&name)
+            {
+                hits[i] += 1;
             }
         }
     }
-    match runtime.cmp(&driver) {
-        std::cmp::Ordering::Greater => Some(CudaLibrary::Runtime),
-        std::cmp::Ordering::Less => Some(CudaLibrary::Driver),
-        std::cmp::Ordering::Equal => None,
+    let most = hits.iter().copied().max().unwrap_or(0);
+    let mut leaders = CudaLibrary::ALL
+        .iter()
+        .zip(hits)
+        .filter(|(_, n)| *n == most);
+    match (most, leaders.next(), leaders.next()) {
+        (1.., Some((kind, _)), None) => Some(*kind),
+        _ => None,
     }
 }
 
@@ -122,6 +126,9 @@ mod tests {
         for name in ["libcuda.so", "libcuda.so.1", "libcuda.so.535.261.03"] {
             assert_eq!(kind_from_name(name), Some(CudaLibrary::Driver), "{name}");
         }
+        for name in ["libnccl.so", "libnccl.so.2", "libnccl.so.2.27.5"] {
+            assert_eq!(kind_from_name(name), Some(CudaLibrary::Nccl), "{name}");
+        }
         for name in [
             "libcudadebugger.so.1",
             "libcudart_static.a",
@@ -130,6 +137,8 @@ mod tests {
             "libc.so.6",
             "libcuda",
             "xlibcuda.so.1",
+            "libnccl-net.so",
+            "libnccl_static.a",
         ] {
             assert_eq!(kind_from_name(name), None, "{name}");
         }
@@ -146,6 +155,10 @@ mod tests {
             Some("535.261.03")
         );
         assert_eq!(version_from_name("libcudart.so.13").as_deref(), Some("13"));
+        assert_eq!(
+            version_from_name("libnccl.so.2.27.5").as_deref(),
+            Some("2.27.5")
+        );
         assert_eq!(version_from_name("libcuda.so"), None);
         assert_eq!(version_from_name("libcuda.so.1.bak"), None);
         assert_eq!(version_from_name("libcudnn.so.9.1"), None);
@@ -181,6 +194,11 @@ mod tests {
             kind_from_exports(["cudaMalloc", "cudaFree", "cuInit"]),
             Some(CudaLibrary::Runtime)
         );
+        assert_eq!(
+            kind_from_exports(["ncclGetVersion", "ncclAllReduce", "cuInit"]),
+            Some(CudaLibrary::Nccl)
+        );
+        assert_eq!(kind_from_exports(["cudaMalloc", "cuInit"]), None);
         assert_eq!(kind_from_exports(["malloc", "free"]), None);
         assert_eq!(kind_from_exports([]), None);
     }
@@ -192,8 +210,11 @@ mod tests {
         assert!(runtime.contains(&"cudaLaunchKernel_ptsz"));
         let total: usize = CudaOp::ALL.iter().map(|op| op.exports().count()).sum();
         assert_eq!(
-            runtime.len() + probed_symbols(CudaLibrary::Driver).len(),
+            runtime.len()
+                + probed_symbols(CudaLibrary::Driver).len()
+                + probed_symbols(CudaLibrary::Nccl).len(),
             total
         );
+        assert!(probed_symbols(CudaLibrary::Nccl).contains(&"ncclAllReduceConfig"));
     }
 }

@@ -1,7 +1,7 @@
 //! The install places where CUDA libraries live when no running process maps them yet: system
 //! directories, CUDA toolkits, conda, Python `site-packages` from the `nvidia-cuda-runtime`
-//! wheels (libcudart), and the driver's directories of each distribution, WSL and the CUDA
-//! forward-compatibility package (libcuda).
+//! and `nvidia-nccl` wheels (libcudart, libnccl), and the driver's directories of each
+//! distribution, WSL and the CUDA forward-compatibility package (libcuda).
 //!
 //! Every pattern is absolute and is searched below a root: `/` for the host, `/proc/<pid>/root`
 //! for a container, where the NVIDIA container toolkit bind-mounts the host's driver at the
@@ -30,6 +30,16 @@ const RUNTIME_PATTERNS: &[&str] = &[
     "/home/*/anaconda3/envs/*/lib/libcudart.so*",
 ];
 
+/// Glob patterns of NCCL's install places beside the wheels: Debian's and Ubuntu's `libnccl2`,
+/// RHEL's, NVIDIA's containers (`/usr/local/lib`), conda.
+const NCCL_PATTERNS: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu/libnccl.so*",
+    "/usr/lib64/libnccl.so*",
+    "/usr/local/lib/libnccl.so*",
+    "/opt/conda/lib/libnccl.so*",
+    "/opt/conda/envs/*/lib/libnccl.so*",
+];
+
 /// Glob patterns of the driver's install places. The toolkit's `lib64/stubs/libcuda.so` is
 /// left out on purpose: it is a link-time stub that no process runs.
 pub const DRIVER_PATTERNS: &[&str] = &[
@@ -46,7 +56,8 @@ pub const DRIVER_PATTERNS: &[&str] = &[
 
 /// Python library roots whose `python3.*/{site,dist}-packages/nvidia/*/lib` may hold a PyPI
 /// wheel's copy: `nvidia/cuda_runtime/lib` (nvidia-cuda-runtime-cu12, CUDA 12 builds of PyTorch)
-/// or `nvidia/cu13/lib` (the CUDA 13 wheels).
+/// or `nvidia/cu13/lib` (the CUDA 13 wheels); `nvidia/nccl/lib` (nvidia-nccl-cu12 and -cu13,
+/// which PyTorch's wheels load).
 const PYTHON_LIB_ROOTS: &[&str] = &[
     "/usr/lib",
     "/usr/local/lib",
@@ -72,11 +83,12 @@ const PYTHON_LIB_ROOTS: &[&str] = &[
     "/workspace/*/lib",
 ];
 
-/// The fixed places of both libraries, Python environments in their usual places included.
+/// The fixed places of the libraries, Python environments in their usual places included.
 pub fn fixed_patterns() -> Vec<String> {
     let mut patterns: Vec<String> = RUNTIME_PATTERNS
         .iter()
         .chain(DRIVER_PATTERNS)
+        .chain(NCCL_PATTERNS)
         .map(|s| s.to_string())
         .collect();
     patterns.extend(wheel_patterns(PYTHON_LIB_ROOTS));
@@ -96,6 +108,7 @@ pub fn host_patterns() -> Vec<String> {
     prefixes.extend(python_prefixes_on_path());
     for prefix in &prefixes {
         patterns.push(format!("{prefix}/lib/libcudart.so*"));
+        patterns.push(format!("{prefix}/lib/libnccl.so*"));
     }
     patterns.extend(wheel_patterns(prefixes.iter().map(|p| format!("{p}/lib"))));
     patterns
@@ -116,26 +129,33 @@ pub fn program_patterns(program: &Path) -> Vec<String> {
     let mut out = vec![
         format!("{prefix}/lib/libcudart.so*"),
         format!("{prefix}/lib64/libcudart.so*"),
+        format!("{prefix}/lib/libnccl.so*"),
     ];
     out.extend(wheel_patterns([format!("{prefix}/lib")]));
     out
 }
 
-/// Both libraries in a directory of `LD_LIBRARY_PATH`.
+/// The libraries in a directory of `LD_LIBRARY_PATH`.
 pub fn library_dir_patterns(dir: &Path) -> Vec<String> {
     let dir = glob::Pattern::escape(dir.to_string_lossy().trim_end_matches('/'));
-    vec![format!("{dir}/libcudart.so*"), format!("{dir}/libcuda.so*")]
+    ["libcudart", "libcuda", "libnccl"]
+        .iter()
+        .map(|stem| format!("{dir}/{stem}.so*"))
+        .collect()
 }
 
-/// Where the `nvidia-cuda-runtime` wheels put libcudart below each Python library root.
+/// Where the `nvidia-cuda-runtime` and `nvidia-nccl` wheels put libcudart and libnccl below
+/// each Python library root.
 fn wheel_patterns<S: AsRef<str>>(roots: impl IntoIterator<Item = S>) -> Vec<String> {
     let mut out = Vec::new();
     for root in roots {
         let root = root.as_ref();
         for packages in ["site-packages", "dist-packages"] {
-            out.push(format!(
-                "{root}/python3*/{packages}/nvidia/*/lib/libcudart.so*"
-            ));
+            for stem in ["libcudart", "libnccl"] {
+                out.push(format!(
+                    "{root}/python3*/{packages}/nvidia/*/lib/{stem}.so*"
+                ));
+            }
         }
     }
     out
@@ -225,7 +245,9 @@ mod tests {
         let places = [
             venv.join("lib/python3.12/site-packages/nvidia/cu13/lib/libcudart.so.13"),
             venv.join("lib/libcudart.so.12"),
+            venv.join("lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"),
             root.join("opt/drivers/libcuda.so.1"),
+            root.join("opt/drivers/libnccl.so.2.27.5"),
             root.join("opt/drivers/libcudart.so.12.9.79"),
         ];
         for path in &places {
@@ -246,14 +268,23 @@ mod tests {
     }
 
     #[test]
-    fn host_patterns_cover_both_libraries() {
+    fn host_patterns_cover_every_library() {
         let patterns = host_patterns();
-        assert!(patterns.iter().any(|p| p.ends_with("/libcudart.so*")));
-        assert!(patterns.iter().any(|p| p.ends_with("/libcuda.so*")));
-        assert!(
-            patterns
-                .iter()
-                .any(|p| p.contains("site-packages/nvidia/*/lib/libcudart.so*"))
-        );
+        for stem in ["libcudart", "libcuda", "libnccl"] {
+            assert!(
+                patterns
+                    .iter()
+                    .any(|p| p.ends_with(&format!("/{stem}.so*"))),
+                "{stem}"
+            );
+        }
+        for stem in ["libcudart", "libnccl"] {
+            assert!(
+                patterns
+                    .iter()
+                    .any(|p| p.contains(&format!("site-packages/nvidia/*/lib/{stem}.so*"))),
+                "{stem}"
+            );
+        }
     }
 }

@@ -192,6 +192,8 @@ fn leave(ctx: &RetProbeContext) {
         Some(args[0])
     } else if flags.contains(OpFlags::OUT1) {
         Some(args[1])
+    } else if flags.contains(OpFlags::OUT3) {
+        Some(args[3])
     } else {
         None
     };

@@ -8,7 +8,9 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 
 use super::Hex;
-use crate::model::{CallDetail, CudaArgs, Event, ProcessOp, ReadRecord, cuda_error_name};
+use crate::model::{
+    CallDetail, Communicator, CudaArgs, Event, NcclType, ProcessOp, ReadRecord, call_error_name,
+};
 use crate::vocab::ArgKey;
 
 /// What kind of event, with what only that kind has.
@@ -183,8 +185,11 @@ impl<'a> EventView<'a> {
         map.serialize_entry("ret", &ret)?;
         match &self.what {
             What::Cuda {
-                args, ret, detail, ..
-            } => map.serialize_entry("args", &CudaArgsView(args, *ret, detail)),
+                op,
+                args,
+                ret,
+                detail,
+            } => map.serialize_entry("args", &CudaArgsView(args, *ret, detail, *op)),
             What::OffCpu {
                 reason,
                 prev_state,
@@ -231,11 +236,44 @@ impl<M: SerializeMap> Entries<'_, M> {
             None => Ok(()),
         }
     }
+
+    /// An NCCL call's elements, their type and the bytes they make (absent for a type NCCL
+    /// does not define).
+    fn transfer(
+        &mut self,
+        count: u64,
+        datatype: NcclType,
+        bytes: Option<u64>,
+    ) -> Result<(), M::Error> {
+        self.put("count", &count)?;
+        self.put("datatype", &datatype.text())?;
+        match bytes {
+            Some(b) => self.put("bytes", &b),
+            None => Ok(()),
+        }
+    }
+
+    /// The communicator an NCCL call ran on or made (`comm` is null when a creation failed),
+    /// with what the agent knew of it: `comm_id` (16 hex digits, the same on every rank),
+    /// `rank`, `nranks`.
+    fn communicator(&mut self, on: &Communicator) -> Result<(), M::Error> {
+        self.put("comm", &(on.comm != 0).then_some(Hex(on.comm)))?;
+        if let Some(id) = on.id {
+            self.put("comm_id", &format!("{id:016x}"))?;
+        }
+        if let Some(rank) = on.rank {
+            self.put("rank", &rank)?;
+        }
+        if let Some(n) = on.nranks {
+            self.put("nranks", &n)?;
+        }
+        Ok(())
+    }
 }
 
 /// A call's arguments by op, its context (kernel, export, parent), and the error's name for a
-/// non-zero `ret` with a known name.
-struct CudaArgsView<'a>(&'a CudaArgs, i32, &'a CallDetail);
+/// non-zero `ret` with a known name (which depends on the op's library).
+struct CudaArgsView<'a>(&'a CudaArgs, i32, &'a CallDetail, CudaOp);
 
 impl Serialize for CudaArgsView<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -368,6 +406,50 @@ impl Serialize for CudaArgsView<'_> {
                 m.opt_hex("stream", *stream)?;
                 m.opt_hex("event", *event)?;
             }
+            CudaArgs::Collective {
+                count,
+                datatype,
+                red_op,
+                root,
+                on,
+                stream,
+                seq,
+            } => {
+                m.transfer(*count, *datatype, self.0.nccl_bytes())?;
+                if let Some(op) = red_op {
+                    m.put("red_op", &op.text())?;
+                }
+                if let Some(root) = root {
+                    m.put("root", root)?;
+                }
+                m.communicator(on)?;
+                m.put("stream", &Hex(*stream))?;
+                if let Some(seq) = seq {
+                    m.put(ArgKey::Seq.text(), seq)?;
+                }
+            }
+            CudaArgs::PointToPoint {
+                count,
+                datatype,
+                peer,
+                on,
+                stream,
+            } => {
+                m.transfer(*count, *datatype, self.0.nccl_bytes())?;
+                m.put("peer", peer)?;
+                m.communicator(on)?;
+                m.put("stream", &Hex(*stream))?;
+            }
+            CudaArgs::CommCreate { made, split } => {
+                m.communicator(made)?;
+                if let Some(split) = split {
+                    m.put("parent_comm", &Hex(split.parent))?;
+                    m.put("color", &split.color)?;
+                    m.put("key", &split.key)?;
+                }
+            }
+            CudaArgs::CommEnd { comm } => m.put("comm", &Hex(*comm))?,
+            CudaArgs::Group => {}
         }
         let detail = self.2;
         if let Some(k) = &detail.kernel {
@@ -382,7 +464,7 @@ impl Serialize for CudaArgsView<'_> {
             m.put(ArgKey::Parent.text(), parent.name())?;
         }
         if self.1 != 0 {
-            if let Some(name) = cuda_error_name(self.1) {
+            if let Some(name) = call_error_name(self.3, self.1) {
                 m.put("error", name)?;
             }
         }

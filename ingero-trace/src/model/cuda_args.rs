@@ -2,8 +2,10 @@
 
 use std::borrow::Cow;
 
-use ingero_ebpf::CudaOp;
+use ingero_ebpf::{CudaLibrary, CudaOp};
 use serde::Serialize;
+
+use super::nccl::{CommSplit, Communicator, NcclRedOp, NcclType};
 
 /// The direction of a copy: CUDA's `cudaMemcpyKind` argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -191,6 +193,16 @@ pub enum ArgsShape {
     Memset,
     /// [`CudaArgs::Sync`].
     Sync,
+    /// [`CudaArgs::Collective`]: NCCL's collectives.
+    Collective,
+    /// [`CudaArgs::PointToPoint`]: `ncclSend`, `ncclRecv`.
+    PointToPoint,
+    /// [`CudaArgs::CommCreate`]: the calls that make a communicator.
+    CommCreate,
+    /// [`CudaArgs::CommEnd`]: the calls that end one.
+    CommEnd,
+    /// [`CudaArgs::Group`]: `ncclGroupStart`, `ncclGroupEnd`.
+    Group,
 }
 
 impl ArgsShape {
@@ -263,6 +275,17 @@ impl ArgsShape {
             | CuCtxSynchronize | CuEventSynchronize | RegisterFunction | GetKernel => {
                 ArgsShape::Sync
             }
+            NcclAllReduce | NcclBroadcast | NcclReduce | NcclAllGather | NcclReduceScatter
+            | NcclAlltoAll | NcclGather | NcclScatter => ArgsShape::Collective,
+            NcclSend | NcclRecv => ArgsShape::PointToPoint,
+            NcclCommInitRank
+            | NcclCommInitRankConfig
+            | NcclCommInitRankScalable
+            | NcclCommInitAll
+            | NcclCommSplit
+            | NcclCommShrink => ArgsShape::CommCreate,
+            NcclCommFinalize | NcclCommDestroy | NcclCommAbort => ArgsShape::CommEnd,
+            NcclGroupStart | NcclGroupEnd => ArgsShape::Group,
         }
     }
 }
@@ -569,6 +592,53 @@ pub enum CudaArgs {
         /// The `cudaEvent_t` waited for (cudaEventSynchronize); `None` for the other two.
         event: Option<u64>,
     },
+    /// NCCL's collectives: `count` elements of `datatype` as the call passed it (per rank:
+    /// an all-gather's send count, a reduce-scatter's receive count).
+    Collective {
+        /// Elements.
+        count: u64,
+        /// Their type.
+        datatype: NcclType,
+        /// The reductions' operator (all-reduce, reduce, reduce-scatter); `None` otherwise.
+        red_op: Option<NcclRedOp>,
+        /// The root rank of broadcast, reduce, gather and scatter; `None` otherwise.
+        root: Option<i32>,
+        /// The communicator, with what the agent knew of it.
+        on: Communicator,
+        /// The `cudaStream_t` the work was queued on.
+        stream: u64,
+        /// The collective's place in its communicator's order in this process, from 1
+        /// (counting the collectives NCCL took); `None` when it was not numbered.
+        seq: Option<u64>,
+    },
+    /// ncclSend, ncclRecv.
+    PointToPoint {
+        /// Elements.
+        count: u64,
+        /// Their type.
+        datatype: NcclType,
+        /// The rank sent to or received from.
+        peer: i32,
+        /// The communicator, with what the agent knew of it.
+        on: Communicator,
+        /// The `cudaStream_t` the work was queued on.
+        stream: u64,
+    },
+    /// ncclCommInitRank, ncclCommInitRankConfig, ncclCommInitRankScalable, ncclCommInitAll,
+    /// ncclCommSplit, ncclCommShrink: `made.comm` is the new handle (0 when the call failed).
+    CommCreate {
+        /// The communicator made, as far as the call says.
+        made: Communicator,
+        /// The communicator it was split from.
+        split: Option<CommSplit>,
+    },
+    /// ncclCommFinalize, ncclCommDestroy, ncclCommAbort.
+    CommEnd {
+        /// The communicator ended.
+        comm: u64,
+    },
+    /// ncclGroupStart, ncclGroupEnd.
+    Group,
 }
 
 impl CudaArgs {
@@ -582,6 +652,31 @@ impl CudaArgs {
                 | CudaArgs::PhysicalHandle { .. }
                 | CudaArgs::AddressRange { .. }
         )
+    }
+}
+
+impl CudaArgs {
+    /// Bytes an NCCL collective or point-to-point call moves per rank as passed (count × the
+    /// element size); `None` for every other call and for an unknown element type.
+    pub fn nccl_bytes(&self) -> Option<u64> {
+        match self {
+            CudaArgs::Collective {
+                count, datatype, ..
+            }
+            | CudaArgs::PointToPoint {
+                count, datatype, ..
+            } => datatype.size().map(|s| s.saturating_mul(*count)),
+            _ => None,
+        }
+    }
+}
+
+/// The name of the error code a call returned: an `ncclResult_t` for NCCL's calls, else a
+/// `cudaError_t` (the driver's `CUresult` shares the codes users meet most).
+pub fn call_error_name(op: CudaOp, code: i32) -> Option<&'static str> {
+    match op.library() {
+        CudaLibrary::Nccl => super::nccl::nccl_error_name(code),
+        CudaLibrary::Runtime | CudaLibrary::Driver => cuda_error_name(code),
     }
 }
 
@@ -612,92 +707,5 @@ pub fn cuda_error_name(code: i32) -> Option<&'static str> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn memcpy_kinds_round_trip_through_their_recorded_text() {
-        for raw in [0, 1, 2, 3, 4, 5, 17, u64::MAX] {
-            let k = MemcpyKind::from_raw(raw);
-            assert_eq!(MemcpyKind::from_text(&k.text()), k, "{raw}");
-        }
-        assert_eq!(MemcpyKind::from_text(""), MemcpyKind::Unknown(0));
-        assert_eq!(MemcpyKind::from_text("sideways"), MemcpyKind::Unknown(0));
-    }
-
-    #[test]
-    fn memory_locations_round_trip_through_their_recorded_text() {
-        for (kind, id) in [
-            (1, 0),
-            (1, 7),
-            (2, 0),
-            (3, 1),
-            (4, 0),
-            (5, -1),
-            (0, 0),
-            (99, 3),
-        ] {
-            let l = MemLocation::from_raw(kind, id);
-            assert_eq!(MemLocation::from_text(&l.text()), l, "{kind} {id}");
-        }
-        assert_eq!(MemLocation::from_raw(1, 2).text(), "device:2");
-        assert_eq!(MemLocation::from_text("device:x"), MemLocation::Unknown(0));
-        assert_eq!(MemLocation::from_text(""), MemLocation::Unknown(0));
-        assert_eq!(
-            MemKind::of_location(MemLocation::HostNuma(0)),
-            MemKind::Pinned
-        );
-        assert_eq!(MemKind::of_location(MemLocation::Device(0)), MemKind::Vmm);
-        for (i, k) in MemKind::ALL.iter().enumerate() {
-            assert_eq!(k.index(), i);
-            assert_eq!(k.is_gpu(), *k != MemKind::Pinned);
-        }
-    }
-
-    #[test]
-    fn the_virtual_memory_calls_are_memory_calls() {
-        use CudaOp::*;
-        for op in [
-            CuMemCreate,
-            CuMemRelease,
-            CuMemMap,
-            CuMemUnmap,
-            CuMemRetainAllocationHandle,
-            CuMemImportFromShareableHandle,
-            CuMemAddressReserve,
-            CuMemAddressFree,
-            CuMemSetAccess,
-        ] {
-            assert!(ArgsShape::of(op).is_memory(), "{op:?}");
-            assert!(!counts_for_memory(Some(op)), "a call inside {op:?}");
-        }
-    }
-
-    #[test]
-    fn registered_host_memory_is_no_allocation_but_owns_its_nested_driver_call() {
-        use CudaOp::*;
-        for op in [
-            HostRegister,
-            HostUnregister,
-            CuMemHostRegister,
-            CuMemHostUnregister,
-        ] {
-            let shape = ArgsShape::of(op);
-            assert!(shape.is_host_registration(), "{op:?}");
-            assert!(!shape.is_memory(), "{op:?} allocates and frees nothing");
-            assert_eq!(MemKind::of_alloc(op), None, "{op:?}");
-            assert!(!counts_for_memory(Some(op)), "inside {op:?}");
-        }
-        assert_eq!(
-            ArgsShape::of(HostRegister),
-            ArgsShape::of(CuMemHostRegister)
-        );
-        assert_eq!(
-            ArgsShape::of(HostUnregister),
-            ArgsShape::of(CuMemHostUnregister)
-        );
-        assert!(counts_for_memory(None));
-        assert!(counts_for_memory(Some(LaunchKernel)));
-        assert!(!counts_for_memory(Some(Malloc)));
-    }
-}
+#[path = "cuda_args_tests.rs"]
+mod tests;

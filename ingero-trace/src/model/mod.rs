@@ -4,6 +4,7 @@
 mod cuda_args;
 mod event;
 mod kernel;
+mod nccl;
 mod nvtx;
 mod physical;
 mod placement;
@@ -12,11 +13,15 @@ mod session;
 mod timeline;
 
 pub use cuda_args::{
-    ArgsShape, Captured, CudaArgs, LaunchConfig, MemKind, MemLocation, MemcpyKind,
+    ArgsShape, Captured, CudaArgs, LaunchConfig, MemKind, MemLocation, MemcpyKind, call_error_name,
     counts_for_memory, cuda_error_name,
 };
 pub use event::{Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task};
 pub use kernel::{CallDetail, KernelName, NameSource};
+pub use nccl::{
+    CommSplit, Communicator, NcclRedOp, NcclType, nccl_accepted, nccl_error_name, split_id,
+    unique_id,
+};
 pub use nvtx::{NvtxKind, NvtxPayload, NvtxRecord};
 pub use physical::{PhysicalBlock, PhysicalChange, PhysicalMemory};
 pub(crate) use placement::Placement;

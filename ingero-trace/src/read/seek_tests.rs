@@ -309,7 +309,8 @@ fn without_marks(from: &Path, to: &Path) {
         }
         super::tests::frame(&mut out, &buf);
     }
-    assert!(dropped > 10, "{dropped} marks");
+    // A restart and the file's end at least (a file ending the recording may hold few).
+    assert!(dropped > 1, "{dropped} marks");
     std::fs::write(to, out).expect("write");
 }
 

@@ -143,6 +143,11 @@ words! {
         Handle = "handle",
         /// Where `cuMemCreate`'s memory lives ([`crate::model::MemLocation::text`]).
         Location = "location",
+        /// An NCCL call's arguments that stay the same from call to call on a communicator,
+        /// as one interned string ([`super::nccl_text`]).
+        Nccl = "nccl",
+        /// An NCCL collective's place in its communicator's order in its process, from 1.
+        Seq = "seq",
     }
 }
 

@@ -3,7 +3,7 @@
 //! `ingero_ebpf::CudaOp`'s table, off-CPU reasons, lifecycle ops, the `ingero` track's
 //! instants), categories ([`Category`]), track names ([`TrackName`]), the statistics groups
 //! ([`StatsGroup`]) and the text forms of values (launch configurations, dimensions,
-//! pointers, state slice names) with their parsers.
+//! pointers, state slice names, NCCL calls' arguments) with their parsers.
 //!
 //! The writer interns these tables and the reader resolves what it reads through the same
 //! tables, so a word renamed or added here changes both sides at once: a row needs no second
@@ -52,6 +52,7 @@ pub(crate) use words;
 mod args;
 mod launch;
 mod names;
+mod nccl;
 
 pub use args::{
     ARG_KEYS, ArgKey, LABEL_PREFIX, NVTX_DOMAIN_LABEL, NVTX_LABEL, NvtxArg, ProcessLabel, SeekArg,
@@ -61,3 +62,4 @@ pub use launch::{
     dim3, launch_text, parse_dim3, parse_launch, parse_ptr, ptr_text, state_name, state_value,
 };
 pub use names::{Category, EventName, Instant, NVTX_DOMAIN_SEPARATOR, TrackName};
+pub use nccl::{NcclFields, nccl_text, parse_nccl};

@@ -15,11 +15,11 @@ use super::tracks::{Hint, ThreadTrack, TrackKey};
 use crate::model::AnnotationRecord;
 use crate::model::LaunchConfig;
 use crate::model::{
-    CudaArgs, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task, cuda_error_name,
+    CudaArgs, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task, call_error_name,
 };
 use crate::proto::event_type;
-use crate::vocab::launch_text;
 use crate::vocab::{ArgKey, Category, EventName, ProcessLabel};
+use crate::vocab::{launch_text, nccl_text};
 
 /// Where a task's event says it ran.
 #[inline(always)]
@@ -218,6 +218,36 @@ fn cuda_args(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
                 string_arg(buf, interner, ArgKey::Event, StrKey::Ptr(ev));
             }
         }
+        CudaArgs::Collective {
+            count,
+            stream: s,
+            seq,
+            ..
+        } => {
+            encode::arg_uint(buf, ArgKey::Count.iid(), count);
+            nccl_arg(buf, interner, a);
+            stream(buf, interner, Some(s));
+            if let Some(n) = seq {
+                encode::arg_uint(buf, ArgKey::Seq.iid(), n);
+            }
+        }
+        CudaArgs::PointToPoint {
+            count, stream: s, ..
+        } => {
+            encode::arg_uint(buf, ArgKey::Count.iid(), count);
+            nccl_arg(buf, interner, a);
+            stream(buf, interner, Some(s));
+        }
+        CudaArgs::CommCreate { .. } | CudaArgs::CommEnd { .. } => nccl_arg(buf, interner, a),
+        CudaArgs::Group => {}
+    }
+}
+
+/// The `nccl` argument of an NCCL call: interned, since it repeats for every call of one kind
+/// on one communicator.
+fn nccl_arg(buf: &mut Vec<u8>, interner: &mut Interner, a: &CudaArgs) {
+    if let Some(text) = nccl_text(a) {
+        string_arg(buf, interner, ArgKey::Nccl, StrKey::Text(&text));
     }
 }
 
@@ -325,7 +355,7 @@ impl Recorder {
         let kernel_name = call_detail(buf, &mut seq.interner, c);
         if c.ret != 0 {
             encode::arg_int(buf, ArgKey::Ret.iid(), i64::from(c.ret));
-            if let Some(name) = cuda_error_name(c.ret) {
+            if let Some(name) = call_error_name(c.op, c.ret) {
                 string_arg(buf, &mut seq.interner, ArgKey::Error, StrKey::Text(name));
             }
         }

@@ -58,7 +58,7 @@ fn a_mark_precedes_every_restart_and_ends_every_file() {
     let dir = tmp_dir("seek-marks");
     let files = edges::write(dir.join("m.pftrace"), &EdgeOptions::default()).expect("write");
     assert!(files.len() > 1);
-    for f in &files {
+    for (n, f) in files.iter().enumerate() {
         let items = items(f);
         let mut pending: Option<Mark> = None;
         let mut restarts = 0;
@@ -81,7 +81,10 @@ fn a_mark_precedes_every_restart_and_ends_every_file() {
                 }
             }
         }
-        assert!(restarts > 20, "{f:?}: {restarts} restarts");
+        // Where the last file begins moves with the vocabulary's size: it may hold a few.
+        if n + 1 < files.len() {
+            assert!(restarts > 20, "{f:?}: {restarts} restarts");
+        }
         assert!(matches!(items.last(), Some(Item::Mark(m)) if m.kind == MarkKind::FileEnd));
     }
     let _ = std::fs::remove_dir_all(&dir);

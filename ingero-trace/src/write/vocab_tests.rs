@@ -13,8 +13,8 @@ use super::tests::{config, read_all, tmp_dir};
 use super::{Recorder, RecorderConfig};
 use crate::model::ArgsShape;
 use crate::model::{
-    AnnotationRecord, Comm, CudaArgs, Event, FinalStats, MemcpyKind, OffCpu, ProcessOp, ReadRecord,
-    Scope, Task, TimelineRecord,
+    AnnotationRecord, Comm, CommSplit, Communicator, CudaArgs, Event, FinalStats, MemcpyKind,
+    NcclRedOp, NcclType, OffCpu, ProcessOp, ReadRecord, Scope, Task, TimelineRecord,
 };
 use crate::proto::TracePacket;
 use crate::read::ExpandedPackets;
@@ -121,6 +121,47 @@ fn full_args(op: CudaOp) -> CudaArgs {
             stream,
             event: None,
         },
+        // Every part known: a communicator seen made, a numbered collective; a reduction with
+        // a root (ncclReduce) and an element type NCCL does not define, so their texts'
+        // round trips are checked too.
+        ArgsShape::Collective => CudaArgs::Collective {
+            count: 1 << 20,
+            datatype: NcclType(if op == CudaOp::NcclReduce { 99 } else { 9 }),
+            red_op: Some(NcclRedOp(if op == CudaOp::NcclReduce { 7 } else { 4 })),
+            root: Some(2),
+            on: communicator(),
+            stream: 0x56,
+            seq: Some(1204),
+        },
+        ArgsShape::PointToPoint => CudaArgs::PointToPoint {
+            count: 512,
+            datatype: NcclType(0),
+            peer: 5,
+            on: communicator(),
+            stream: 0x56,
+        },
+        ArgsShape::CommCreate => CudaArgs::CommCreate {
+            made: communicator(),
+            split: Some(CommSplit {
+                parent: 0x5600_0000_c000,
+                color: -1,
+                key: 3,
+            }),
+        },
+        ArgsShape::CommEnd => CudaArgs::CommEnd {
+            comm: 0x5600_0000_c100,
+        },
+        ArgsShape::Group => CudaArgs::Group,
+    }
+}
+
+/// A communicator with everything the agent can know of it.
+fn communicator() -> Communicator {
+    Communicator {
+        comm: 0x5600_0000_c100,
+        id: Some(0x5f1c_2a9e_81b3_d004),
+        rank: Some(3),
+        nranks: Some(8),
     }
 }
 

@@ -11,9 +11,9 @@ use super::track_kind::TrackKind;
 use super::values::Val;
 use crate::model::{
     AnnotationRecord, ArgsShape, CallDetail, Captured, CudaArgs, KernelName, MemLocation,
-    NameSource,
+    NameSource, NcclType,
 };
-use crate::vocab::{ArgKey, EventName};
+use crate::vocab::{ArgKey, EventName, parse_nccl};
 
 /// What a slice begin resolves to on the interned paths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -262,5 +262,47 @@ fn cuda_args(op: CudaOp, a: &impl Args) -> CudaArgs {
             stream: u(ArgKey::Stream),
             event: u(ArgKey::Event),
         },
+        ArgsShape::Collective | ArgsShape::PointToPoint | ArgsShape::CommCreate => {
+            // An `nccl` argument that is missing or does not parse leaves the defaults (an
+            // unknown type, communicator 0) rather than losing the call.
+            let f = a
+                .text(ArgKey::Nccl)
+                .and_then(parse_nccl)
+                .unwrap_or_default();
+            let (count, stream) = (
+                u(ArgKey::Count).unwrap_or(0),
+                u(ArgKey::Stream).unwrap_or(0),
+            );
+            let datatype = f.datatype.unwrap_or(NcclType(u32::MAX));
+            match ArgsShape::of(op) {
+                ArgsShape::Collective => CudaArgs::Collective {
+                    count,
+                    datatype,
+                    red_op: f.red_op,
+                    root: f.root,
+                    on: f.on,
+                    stream,
+                    seq: u(ArgKey::Seq),
+                },
+                ArgsShape::PointToPoint => CudaArgs::PointToPoint {
+                    count,
+                    datatype,
+                    peer: f.peer.unwrap_or(-1),
+                    on: f.on,
+                    stream,
+                },
+                _ => CudaArgs::CommCreate {
+                    made: f.on,
+                    split: f.split,
+                },
+            }
+        }
+        ArgsShape::CommEnd => CudaArgs::CommEnd {
+            comm: a
+                .text(ArgKey::Nccl)
+                .and_then(parse_nccl)
+                .map_or(0, |f| f.on.comm),
+        },
+        ArgsShape::Group => CudaArgs::Group,
     }
 }
