@@ -50,6 +50,11 @@ COUNTERS = {
     "ingero.recording.start_ns": ("start_ns",),
     "ingero.recording.end_ns": ("end_ns",),
 }
+NCCL_COUNTERS = {
+    "ingero.nccl_time_ns": "nccl_time_ns",
+    "ingero.nccl.collectives": "collectives",
+    "ingero.nccl.bytes": "nccl_bytes",
+}
 
 
 def value(any_value):
@@ -154,6 +159,9 @@ def check_against_rows(spans, rows, name):
             for p in path:
                 want = want[p]
             assert a[attr] == want, (name, labels, attr, a[attr], want)
+        # NCCL's counters travel only on spans of groups that called NCCL.
+        for attr, key in NCCL_COUNTERS.items():
+            assert a.get(attr, 0) == row[key], (name, labels, attr, a.get(attr), row[key])
         assert s.end_time_unix_nano - s.start_time_unix_nano == row["end_ns"] - row["start_ns"]
         assert s.start_time_unix_nano == row["start_ns"] + offset
         assert len(s.trace_id) == 16 and len(s.span_id) == 8 and s.kind == s.SPAN_KIND_INTERNAL

@@ -5,9 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use ingero_ebpf::CudaOp;
+use ingero_ebpf::{CudaLibrary, CudaOp};
 
 use super::activity::Activity;
+use super::collectives::CollectiveLog;
 use super::groups::{GroupStats, Grouping};
 use super::kernels::KernelTable;
 use super::ops::OpStats;
@@ -34,6 +35,15 @@ pub struct ErrorGroup {
     /// The operations that returned it and how many times each (at most one entry per
     /// operation, so bounded by the op vocabulary).
     pub ops: Vec<(u16, u64)>,
+}
+
+/// What an error group is of: NCCL's codes apart from CUDA's (they overlap: 4 is both
+/// `ncclInvalidArgument` and `cudaErrorCudartUnloading`), then the code and the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ErrorKey {
+    pub nccl: bool,
+    pub code: i32,
+    pub pid: u32,
 }
 
 /// Who ran instead of a preempted thread: task name and thread id, interned (the same task
@@ -86,8 +96,8 @@ pub struct Aggregate {
     pub procs: BTreeMap<u32, ProcStats>,
     pub activity: Activity,
     pub slow: SlowCalls,
-    /// By error code and process.
-    pub errors: BTreeMap<(i32, u32), ErrorGroup>,
+    /// By library, error code and process.
+    pub errors: BTreeMap<ErrorKey, ErrorGroup>,
     pub names: Names,
     /// The whole selection as one group.
     pub total: GroupStats,
@@ -95,6 +105,8 @@ pub struct Aggregate {
     pub matched: u64,
     /// Launches by kernel, replays by graph.
     pub kernels: KernelTable,
+    /// NCCL's collectives by communicator, for comparing ranks (with [`Needs::processes`]).
+    pub collectives: CollectiveLog,
 }
 
 /// What a report reads from the [`Aggregate`]; the scan skips the rest (left empty).
@@ -129,8 +141,13 @@ impl Aggregate {
 }
 
 /// Counts a failed call into its error group.
-pub(super) fn add_error(errors: &mut BTreeMap<(i32, u32), ErrorGroup>, c: &CudaCallRecord) {
-    let e = errors.entry((c.ret, c.thread.pid)).or_default();
+pub(super) fn add_error(errors: &mut BTreeMap<ErrorKey, ErrorGroup>, c: &CudaCallRecord) {
+    let key = ErrorKey {
+        nccl: c.op.library() == CudaLibrary::Nccl,
+        code: c.ret,
+        pid: c.thread.pid,
+    };
+    let e = errors.entry(key).or_default();
     let op = c.op as u16;
     if e.count == 0 || c.ts_ns < e.first_ns {
         e.first_ns = c.ts_ns;

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::Analysis;
 use super::aggregate::Aggregate;
+use super::collectives::MAX_KEPT as MAX_COLLECTIVES_KEPT;
 use super::findings::{self, Finding, SLOW_GROUP_KEYS};
 use super::fmt;
 use super::groups::GroupSpec;
@@ -112,6 +113,19 @@ fn limits(agg: &Aggregate) -> Vec<String> {
                 "{who} pinned more than {MAX_PINNED_RANGES} host ranges at once: its later async copies were not judged pinned or pageable"
             ));
         }
+    }
+    let c = &agg.collectives;
+    if c.uncompared > 0 {
+        out.push(format!(
+            "{} NCCL collectives were not compared across ranks ({MAX_COLLECTIVES_KEPT} are kept, or their numbers jumped)",
+            c.uncompared
+        ));
+    }
+    if c.unidentified > 0 {
+        out.push(format!(
+            "{} NCCL collectives ran on communicators made before tracing started, so they were not compared across ranks (start the agent before the job to compare them)",
+            c.unidentified
+        ));
     }
     out
 }

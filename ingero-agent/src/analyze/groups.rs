@@ -19,7 +19,7 @@ use super::labels::{LabelIndex, ValueId};
 use super::resolve_cache::ResolveCache;
 use super::work_class::{CLASSES, WorkClass, is_sync_copy};
 use ingero_trace::fast_map::FastMap;
-use ingero_trace::model::{CudaArgs, MemcpyKind};
+use ingero_trace::model::{CudaArgs, MemcpyKind, call_failed};
 use ingero_trace::model::{CudaCallRecord, OffCpuRecord};
 
 /// Memcpy bytes by direction.
@@ -90,6 +90,12 @@ pub struct GroupStats {
     pub off_cpu_ns: u64,
     pub preempted_ns: u64,
     pub blocked_ns: u64,
+    /// Time in NCCL's calls (collectives, point-to-point, groups, communicators).
+    pub nccl_time_ns: u64,
+    /// NCCL collective calls.
+    pub collectives: u64,
+    /// Bytes NCCL's collectives and point-to-point calls moved per rank, as passed.
+    pub nccl_bytes: u64,
     /// Preempting task names (interned by the aggregator) and the time they took.
     #[serde(skip)]
     pub preempters: Vec<(u32, u64)>,
@@ -136,7 +142,7 @@ impl GroupStats {
         self.touch(c.ts_ns, c.ts_ns + d);
         self.cuda_calls += 1;
         self.api_time_ns += d;
-        self.errors += u64::from(c.ret != 0);
+        self.errors += u64::from(call_failed(c.op, c.ret));
         if c.op.is_sync() {
             self.sync_time_ns += d;
         } else if c.op.is_launch() {
@@ -153,6 +159,11 @@ impl GroupStats {
         if is_sync_copy(&c.args) {
             self.sync_copy_ns += d;
             self.sync_copy_calls += 1;
+        }
+        if class == WorkClass::Nccl.index() {
+            self.nccl_time_ns += d;
+            self.collectives += u64::from(c.op.is_collective());
+            self.nccl_bytes += c.args.nccl_bytes().unwrap_or(0);
         }
         if self.slowest.is_none_or(|s| d > s.duration_ns) {
             self.slowest = Some(Slowest {
@@ -188,6 +199,9 @@ impl GroupStats {
         }
         self.sync_copy_ns += run.sync_copy_ns;
         self.sync_copy_calls += run.sync_copy_calls;
+        self.nccl_time_ns += run.nccl_time_ns;
+        self.collectives += run.collectives;
+        self.nccl_bytes += run.nccl_bytes;
         if let Some(s) = run.slowest {
             if self.slowest.is_none_or(|m| s.duration_ns > m.duration_ns) {
                 self.slowest = Some(s);

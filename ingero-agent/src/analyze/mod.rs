@@ -27,6 +27,7 @@
 pub mod activity;
 pub mod aggregate;
 pub mod clock;
+pub mod collectives;
 pub mod events;
 pub mod explain;
 pub mod findings;

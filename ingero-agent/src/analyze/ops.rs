@@ -4,6 +4,7 @@
 use ingero_ebpf::CudaOp;
 
 use super::sketch::Sketch;
+use ingero_trace::model::call_failed;
 
 /// Largest duration the sketch tells apart (longer calls are recorded as this): one hour.
 const SKETCH_MAX_NS: u64 = 3_600_000_000_000;
@@ -39,7 +40,7 @@ impl OpStats {
         self.total_ns += duration_ns;
         self.max_ns = self.max_ns.max(duration_ns);
         self.min_ns = self.min_ns.min(duration_ns);
-        self.errors += u64::from(ret != 0);
+        self.errors += u64::from(call_failed(self.op, ret));
         self.sketch.record(duration_ns);
     }
 

@@ -539,6 +539,22 @@ const GROUP_HEADERS: [&str; 11] = [
     "slowest",
 ];
 
+/// The columns of NCCL's calls, when some row made any (a single-GPU job's table stays as it
+/// was).
+const NCCL_HEADERS: [&str; 3] = ["nccl", "collectives", "nccl bytes"];
+
+fn has_nccl(r: &GroupRow) -> bool {
+    r.totals.nccl_time_ns > 0 || r.totals.collectives > 0
+}
+
+fn nccl_cells(r: &GroupRow) -> [String; 3] {
+    [
+        fmt::dur(r.totals.nccl_time_ns),
+        r.totals.collectives.to_string(),
+        fmt::bytes(r.totals.nccl_bytes),
+    ]
+}
+
 /// The column of drops counted around a row, when some row has any.
 const DROPS_HEADER: &str = "drops";
 
@@ -608,6 +624,10 @@ impl QueryReport {
                     h.extend(["ranges", "range p50", "range p95", "range max"]);
                 }
                 h.extend(GROUP_HEADERS);
+                let with_nccl = rows.iter().any(has_nccl);
+                if with_nccl {
+                    h.extend(NCCL_HEADERS);
+                }
                 let with_drops = rows.iter().any(|r| r.drops_overlapping.is_some());
                 if with_drops {
                     h.push(DROPS_HEADER);
@@ -629,6 +649,9 @@ impl QueryReport {
                         ]);
                     }
                     cells.extend(group_cells(r, origin));
+                    if with_nccl {
+                        cells.extend(nccl_cells(r));
+                    }
                     if with_drops {
                         cells.push(drops_cell(r));
                     }
@@ -641,6 +664,10 @@ impl QueryReport {
                 let mut h = host_header(with_host);
                 h.extend(["request_id", "share"]);
                 h.extend(GROUP_HEADERS);
+                let with_nccl = rep.requests.iter().any(|r| has_nccl(&r.stats));
+                if with_nccl {
+                    h.extend(NCCL_HEADERS);
+                }
                 let with_drops = rep
                     .requests
                     .iter()
@@ -656,6 +683,9 @@ impl QueryReport {
                         format!("{:.0}%", r.share_of_api_time * 100.0),
                     ]);
                     cells.extend(group_cells(&r.stats, origin));
+                    if with_nccl {
+                        cells.extend(nccl_cells(&r.stats));
+                    }
                     if with_drops {
                         cells.push(drops_cell(&r.stats));
                     }

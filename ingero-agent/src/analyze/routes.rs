@@ -15,7 +15,7 @@ use super::groups::{GroupStats, Grouping, MemcpyBytes, Slowest, memcpy_bucket};
 use super::labels::LabelIndex;
 use super::pid_slots::PidSlots;
 use super::work_class::{CLASSES, WorkClass, is_sync_copy};
-use ingero_trace::model::{CudaCallRecord, OffCpuRecord};
+use ingero_trace::model::{CudaCallRecord, OffCpuRecord, call_failed};
 
 /// A group an event is added to: the whole selection, or a slot of one grouping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +74,9 @@ struct Run {
     class_calls: [u64; CLASSES],
     sync_copy_ns: u64,
     sync_copy_calls: u64,
+    nccl_ns: u64,
+    collectives: u64,
+    nccl_bytes: u64,
 }
 
 impl Run {
@@ -96,7 +99,7 @@ impl Run {
         let d = c.duration_ns;
         self.calls += 1;
         self.api_ns += d;
-        self.errors += u64::from(c.ret != 0);
+        self.errors += u64::from(call_failed(c.op, c.ret));
         self.last_ns = self.last_ns.max(c.ts_ns + d);
         // Masks rather than branches: launches and synchronisations interleave.
         let sync = u64::from(c.op.is_sync());
@@ -114,6 +117,11 @@ impl Run {
         if is_sync_copy(&c.args) {
             self.sync_copy_ns += d;
             self.sync_copy_calls += 1;
+        }
+        if class == WorkClass::Nccl.index() {
+            self.nccl_ns += d;
+            self.collectives += u64::from(c.op.is_collective());
+            self.nccl_bytes += c.args.nccl_bytes().unwrap_or(0);
         }
         if d > self.slowest.duration_ns {
             self.slowest = Slowest {
@@ -147,6 +155,9 @@ impl Run {
             class_calls: self.class_calls,
             sync_copy_ns: self.sync_copy_ns,
             sync_copy_calls: self.sync_copy_calls,
+            nccl_time_ns: self.nccl_ns,
+            collectives: self.collectives,
+            nccl_bytes: self.nccl_bytes,
             ..GroupStats::default()
         }
     }
@@ -173,6 +184,9 @@ const NO_RUN: Run = Run {
     class_calls: [0; CLASSES],
     sync_copy_ns: 0,
     sync_copy_calls: 0,
+    nccl_ns: 0,
+    collectives: 0,
+    nccl_bytes: 0,
 };
 
 const NONE: usize = usize::MAX;

@@ -21,7 +21,7 @@ use super::processes::ProcStats;
 use super::routes::{Routes, Sinks};
 use super::selection::Selection;
 use super::slow_calls::{OffCpuRings, SlowCalls};
-use ingero_trace::model::CudaArgs;
+use ingero_trace::model::{CudaArgs, call_failed};
 use ingero_trace::model::{CudaCallRecord, OffCpuRecord, ReadRecord};
 use ingero_trace::read::{TimeRange, TraceReader};
 
@@ -161,6 +161,7 @@ impl<'a> Scan<'a> {
                 total: GroupStats::default(),
                 matched: 0,
                 kernels: Default::default(),
+                collectives: Default::default(),
             },
             ops: (0..MAX_OP).map(|_| None).collect(),
             pids: PidSlots::default(),
@@ -259,6 +260,9 @@ impl<'a> Scan<'a> {
         if !self.run.add(c) {
             self.process_cuda_alone(c);
         }
+        if c.op.is_collective() {
+            self.agg.collectives.add(c);
+        }
         self.agg.slow.offer(c, &self.rings);
     }
 
@@ -288,7 +292,7 @@ impl<'a> Scan<'a> {
             }
             self.run.open(c.thread.pid, slot, stats, activity, c.ts_ns);
         }
-        if c.ret != 0 {
+        if call_failed(c.op, c.ret) {
             add_error(&mut self.agg.errors, c);
         }
     }

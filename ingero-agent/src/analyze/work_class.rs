@@ -1,14 +1,15 @@
 //! What kind of work a CUDA call is, for attributing time: [`WorkClass`] sorts every op into
 //! synchronisation, copies (memcpy and memset), allocation (malloc and free of any kind),
-//! launches (kernels and graphs) and the rest. The classes are the CUDA causes of `explain`
-//! (`sync`, `memcpy`, `alloc`, `launch`, `other_cuda`) and derive from the op table's own
-//! predicates and argument shapes, so a new op is classified where it is declared.
+//! launches (kernels and graphs), NCCL's communication and the rest. The classes are the CUDA
+//! causes of `explain` (`sync`, `memcpy`, `alloc`, `launch`, `nccl`, `other_cuda`) and derive
+//! from the op table's own library, predicates and argument shapes, so a new op is classified
+//! where it is declared.
 
-use ingero_ebpf::CudaOp;
+use ingero_ebpf::{CudaLibrary, CudaOp};
 use ingero_trace::model::{ArgsShape, CudaArgs};
 
 /// The classes, in the order of [`WorkClass::index`].
-pub const CLASSES: usize = 5;
+pub const CLASSES: usize = 6;
 
 /// What a call spends its time on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -22,6 +23,9 @@ pub enum WorkClass {
     Alloc,
     /// Kernel and graph launches.
     Launch,
+    /// NCCL's calls: collectives, point-to-point calls, groups and communicators. On the host
+    /// a collective is mostly its enqueue; a communicator's creation waits for every rank.
+    Nccl,
     /// Everything else (events, streams, modules, queries).
     Other,
 }
@@ -30,6 +34,9 @@ impl WorkClass {
     /// The class of `op`.
     #[inline(always)]
     pub const fn of(op: CudaOp) -> WorkClass {
+        if matches!(op.library(), CudaLibrary::Nccl) {
+            return WorkClass::Nccl;
+        }
         if op.is_sync() {
             return WorkClass::Sync;
         }
@@ -58,6 +65,7 @@ impl WorkClass {
         WorkClass::Memcpy,
         WorkClass::Alloc,
         WorkClass::Launch,
+        WorkClass::Nccl,
         WorkClass::Other,
     ];
 }
@@ -89,7 +97,13 @@ mod tests {
                 ArgsShape::of(op).is_memory(),
                 "{op:?}"
             );
+            assert_eq!(
+                class == WorkClass::Nccl,
+                op.library() == CudaLibrary::Nccl,
+                "{op:?}"
+            );
         }
+        assert_eq!(WorkClass::of(CudaOp::NcclAllReduce), WorkClass::Nccl);
         assert_eq!(WorkClass::of(CudaOp::MemsetAsync), WorkClass::Memcpy);
         assert_eq!(WorkClass::of(CudaOp::CuMemcpyHtoD), WorkClass::Memcpy);
         assert_eq!(WorkClass::of(CudaOp::CuModuleLoad), WorkClass::Other);

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use ingero_ebpf::{CudaOp, OffCpuReason};
 
-use ingero_trace::model::{Event, ProcessOp};
+use ingero_trace::model::{Event, ProcessOp, call_failed};
 
 /// Distinct names kept for "who ran instead".
 pub const MAX_PREEMPTORS: usize = 256;
@@ -161,7 +161,7 @@ impl Stats {
                 self.ops
                     .entry(c.op)
                     .or_insert_with(OpStats::new)
-                    .record(c.duration_ns, c.ret != 0)
+                    .record(c.duration_ns, call_failed(c.op, c.ret))
             }
             Event::OffCpu(o) => {
                 let bucket = match o.reason {

@@ -680,6 +680,12 @@ pub fn call_error_name(op: CudaOp, code: i32) -> Option<&'static str> {
     }
 }
 
+/// Whether a call failed: any non-zero return but NCCL's `ncclInProgress` (7), which a
+/// non-blocking communicator returns for work it took.
+pub fn call_failed(op: CudaOp, ret: i32) -> bool {
+    ret != 0 && !(ret == 7 && matches!(op.library(), CudaLibrary::Nccl))
+}
+
 /// The name of a `cudaError_t`, for the codes users meet most.
 pub fn cuda_error_name(code: i32) -> Option<&'static str> {
     Some(match code {

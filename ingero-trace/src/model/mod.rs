@@ -14,7 +14,7 @@ mod timeline;
 
 pub use cuda_args::{
     ArgsShape, Captured, CudaArgs, LaunchConfig, MemKind, MemLocation, MemcpyKind, call_error_name,
-    counts_for_memory, cuda_error_name,
+    call_failed, counts_for_memory, cuda_error_name,
 };
 pub use event::{Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task};
 pub use kernel::{CallDetail, KernelName, NameSource};

@@ -15,7 +15,7 @@ use super::tracks::{Hint, ThreadTrack, TrackKey};
 use crate::model::AnnotationRecord;
 use crate::model::LaunchConfig;
 use crate::model::{
-    CudaArgs, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task, call_error_name,
+    CudaArgs, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task, call_error_name, call_failed,
 };
 use crate::proto::event_type;
 use crate::vocab::{ArgKey, Category, EventName, ProcessLabel};
@@ -348,7 +348,7 @@ impl Recorder {
         let begun = self.begin_slice(late, track, c.ts_ns, c.duration_ns, at);
         let e = self.event_open(late, c.ts_ns)?;
         let (buf, seq) = self.event_args(&e);
-        if c.ret != 0 {
+        if call_failed(c.op, c.ret) {
             encode::category(buf, Category::CudaError.iid());
         }
         cuda_args(buf, &mut seq.interner, &c.args);

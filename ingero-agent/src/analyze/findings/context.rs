@@ -201,6 +201,12 @@ impl<'a> Context<'a> {
             }
             CauseKind::Alloc => format!("{} malloc/free calls", calls(WorkClass::Alloc)),
             CauseKind::Launch => format!("{} launches", calls(WorkClass::Launch)),
+            CauseKind::Nccl => format!(
+                "{} NCCL calls, {} collectives moving {}",
+                calls(WorkClass::Nccl),
+                t.collectives,
+                fmt::bytes(t.nccl_bytes)
+            ),
             CauseKind::OtherCuda => format!("{} other CUDA calls", calls(WorkClass::Other)),
             CauseKind::Cpu => "on the CPU between CUDA calls".to_owned(),
             CauseKind::ColdStart => {
@@ -258,6 +264,7 @@ pub fn cause_of(class: WorkClass) -> CauseKind {
         WorkClass::Memcpy => CauseKind::Memcpy,
         WorkClass::Alloc => CauseKind::Alloc,
         WorkClass::Launch => CauseKind::Launch,
+        WorkClass::Nccl => CauseKind::Nccl,
         WorkClass::Other => CauseKind::OtherCuda,
     }
 }

@@ -1,14 +1,16 @@
 //! Error codes: CUDA calls that returned an error, one finding per code and process (a broken
 //! context fails every later call with the same code: one problem, however many operations
 //! report it), with the count, the operations and their counts, and the first and last
-//! occurrence. Out-of-memory and illegal-address errors are HIGH, the rest MEDIUM.
+//! occurrence. Out-of-memory and illegal-address errors are HIGH, the rest MEDIUM. NCCL's
+//! calls return NCCL's own codes (`ncclResult_t`): their findings are `nccl_error`, HIGH for a
+//! failed peer or system call (the job cannot go on), else MEDIUM.
 
 use ingero_ebpf::CudaOp;
 
 use super::{Finding, Severity, Window, proc_name};
 use crate::analyze::Analysis;
 use crate::analyze::aggregate::Aggregate;
-use ingero_trace::model::cuda_error_name;
+use ingero_trace::model::{cuda_error_name, nccl_error_name};
 
 /// The `cudaError_t` name of a code with the number (`cudaErrorInsufficientDriver (35)`); codes
 /// without a known name by number.
@@ -16,6 +18,38 @@ pub fn error_name(code: i32) -> String {
     match cuda_error_name(code) {
         Some(name) => format!("{name} ({code})"),
         None => format!("cudaError {code}"),
+    }
+}
+
+/// An `ncclResult_t` with its number (`ncclSystemError (2)`).
+fn nccl_error(code: i32) -> String {
+    match nccl_error_name(code) {
+        Some(name) => format!("{name} ({code})"),
+        None => format!("ncclResult {code}"),
+    }
+}
+
+fn nccl_advice(code: i32) -> &'static str {
+    match code {
+        1 => {
+            "A CUDA call inside NCCL failed: see this process's cuda_error findings, and run with NCCL_DEBUG=WARN to see which."
+        }
+        2 => {
+            "A system call failed (sockets, shared memory, InfiniBand verbs): run with NCCL_DEBUG=INFO; check the network interface NCCL chose (NCCL_SOCKET_IFNAME), the size of /dev/shm in containers, and ulimit -l."
+        }
+        3 => {
+            "NCCL hit an internal error: run with NCCL_DEBUG=INFO and compare NCCL versions across ranks."
+        }
+        4 => {
+            "A call passed an invalid argument: a NULL or destroyed communicator, a device buffer on the wrong GPU, a count or type the peers do not use, a rank out of range."
+        }
+        5 => {
+            "NCCL was used out of order: a collective on a communicator being destroyed or aborted, unbalanced ncclGroupStart/End, a communicator used from two threads at once."
+        }
+        6 => {
+            "A peer failed or the network dropped it: look at the other ranks' findings and logs first; this rank only saw the failure."
+        }
+        _ => "Check the arguments of the failing calls, and run with NCCL_DEBUG=INFO.",
     }
 }
 
@@ -45,8 +79,13 @@ fn op_name(op: u16) -> &'static str {
 pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
     agg.errors
         .iter()
-        .map(|((code, pid), e)| {
-            let error = error_name(*code);
+        .map(|(key, e)| {
+            let (code, pid) = (&key.code, &key.pid);
+            let error = if key.nccl {
+                nccl_error(*code)
+            } else {
+                error_name(*code)
+            };
             let proc = proc_name(agg, *pid);
             // Most frequent first; names break ties so the text is stable.
             let mut ops: Vec<(&str, u64)> = e.ops.iter().map(|(o, n)| (op_name(*o), *n)).collect();
@@ -73,17 +112,32 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
                     format!("last of {} such calls ({})", e.count, op_name(e.last_op)),
                 ));
             }
+            let (kind, high, who, fix) = if key.nccl {
+                (
+                    "nccl_error",
+                    matches!(code, 2 | 6),
+                    "NCCL",
+                    nccl_advice(*code),
+                )
+            } else {
+                (
+                    "cuda_error",
+                    matches!(code, 2 | 700 | 719),
+                    "the CUDA runtime",
+                    advice(*code),
+                )
+            };
             Finding {
-                severity: if matches!(code, 2 | 700 | 719) {
+                severity: if high {
                     Severity::High
                 } else {
                     Severity::Medium
                 },
-                kind: "cuda_error".into(),
+                kind: kind.into(),
                 summary: format!("{error} {} time(s) in {proc}, from {counted}", e.count),
                 evidence,
-                root_cause: format!("the CUDA runtime reported {error} for {names}"),
-                fixes: vec![advice(*code).to_owned()],
+                root_cause: format!("{who} reported {error} for {names}"),
+                fixes: vec![fix.to_owned()],
                 pid: Some(*pid),
                 window: Window {
                     start_ns: e.first_ns,

@@ -9,6 +9,7 @@ mod errors;
 mod graphs;
 mod loop_rules;
 mod memory;
+mod nccl;
 mod pageable;
 mod slow_groups;
 mod stragglers;
@@ -24,6 +25,7 @@ pub use memory::{
     LEAK_LATE_GROWTH_SHARE, LEAK_MAX_FREED_SHARE, LEAK_MIN_ALLOCS, LEAK_MIN_BYTES,
     SPIKE_MAX_GAP_CV, SPIKE_MIN_BURSTS, SPIKE_MIN_CALLS_PER_BURST,
 };
+pub use nccl::{NCCL_RULES, NcclHost, STALL_GAP_RATIO, STALL_MIN_NS, check as nccl_check};
 pub use pageable::PAGEABLE_MIN_COPIES;
 pub use slow_groups::{
     CAUSE_MIN_PART, LOCAL_PEERS, SLOW_GROUP_KEYS, SLOW_GROUP_MAX_REPORTED, SLOW_MAD_K,
@@ -140,6 +142,8 @@ pub enum CauseKind {
     Alloc,
     /// In kernel and graph launches.
     Launch,
+    /// In NCCL's calls (collectives, point-to-point, groups, communicators).
+    Nccl,
     /// In other CUDA calls.
     OtherCuda,
     /// On the CPU between CUDA calls.
@@ -149,13 +153,14 @@ pub enum CauseKind {
 }
 
 /// Every cause, in the order of [`CauseKind::index`].
-pub const CAUSE_KINDS: [CauseKind; 9] = [
+pub const CAUSE_KINDS: [CauseKind; 10] = [
     CauseKind::Blocked,
     CauseKind::Preempted,
     CauseKind::Sync,
     CauseKind::Memcpy,
     CauseKind::Alloc,
     CauseKind::Launch,
+    CauseKind::Nccl,
     CauseKind::OtherCuda,
     CauseKind::Cpu,
     CauseKind::ColdStart,
@@ -176,6 +181,7 @@ impl CauseKind {
             CauseKind::Memcpy => "memcpy",
             CauseKind::Alloc => "alloc",
             CauseKind::Launch => "launch",
+            CauseKind::Nccl => "nccl",
             CauseKind::OtherCuda => "other_cuda",
             CauseKind::Cpu => "cpu",
             CauseKind::ColdStart => "cold_start",
@@ -191,6 +197,7 @@ impl CauseKind {
             CauseKind::Memcpy => "in memcpy",
             CauseKind::Alloc => "in malloc/free",
             CauseKind::Launch => "in kernel launches",
+            CauseKind::Nccl => "in NCCL calls",
             CauseKind::OtherCuda => "in other CUDA calls",
             CauseKind::Cpu => "on the CPU outside CUDA calls",
             CauseKind::ColdStart => "in first calls (cold start)",
@@ -218,6 +225,9 @@ impl CauseKind {
             CauseKind::Launch => {
                 "More or slower launches than usual: check for a different code path here, fuse small kernels, or capture the steady part in a CUDA graph."
             }
+            CauseKind::Nccl => {
+                "NCCL calls held the host: a communicator's creation (ncclCommInitRank, ncclCommSplit) waits for every rank, and a communicator's first collectives set up its connections; a collective that blocks waits for its peers. Create communicators once, before the loop; if one rank is late, see the straggler and NCCL findings for which."
+            }
             CauseKind::OtherCuda => {
                 "Other CUDA calls (events, streams, module loads) took longer: move their setup out of the loop."
             }
@@ -232,7 +242,7 @@ impl CauseKind {
 }
 
 /// Every rule's `kind`, as docs/explain.schema.json lists them (a test keeps them equal).
-pub const KINDS: [&str; 19] = [
+pub const KINDS: [&str; 22] = [
     "slow_group",
     "unusual_group",
     "sync_memcpy",
@@ -252,6 +262,9 @@ pub const KINDS: [&str; 19] = [
     "cuda_error",
     "cuda_graphs",
     "slow_host",
+    "nccl_error",
+    "nccl_desync",
+    "nccl_stall",
 ];
 
 /// One finding of `explain`.
@@ -346,6 +359,7 @@ pub fn run_all(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
     out.extend(cold_start::check(&ctx));
     out.extend(errors::check(an, agg));
     out.extend(graphs::check(an, agg));
+    out.extend(nccl::check_one(an, agg));
     let wall = an.wall_ns().max(1);
     for f in &mut out {
         f.share = f.impact_ns as f64 / wall as f64;

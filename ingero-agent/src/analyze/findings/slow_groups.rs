@@ -54,7 +54,12 @@ const UNUSUAL_MAX_REPORTED: usize = 3;
 const SAME_INTERVAL_SHARE: f64 = 0.8;
 
 /// The kinds of call whose counts make a group unusual.
-const UNUSUAL_CLASSES: [WorkClass; 3] = [WorkClass::Alloc, WorkClass::Sync, WorkClass::Launch];
+const UNUSUAL_CLASSES: [WorkClass; 4] = [
+    WorkClass::Alloc,
+    WorkClass::Sync,
+    WorkClass::Launch,
+    WorkClass::Nccl,
+];
 
 /// A finding and the key it came from (for folding findings of the same interval).
 struct Candidate {
@@ -142,7 +147,8 @@ fn key_findings(ctx: &Context<'_>, k: &KeyRows) -> Vec<Candidate> {
             }
             continue;
         }
-        let medians: [(u64, u64); 3] = std::array::from_fn(|c| (med_calls[c][i], med_ns[c][i]));
+        let medians: [(u64, u64); UNUSUAL_CLASSES.len()] =
+            std::array::from_fn(|c| (med_calls[c][i], med_ns[c][i]));
         if let Some(f) = unusual_finding(ctx, k, r, &medians) {
             unusual.push(f);
         }
@@ -306,7 +312,7 @@ fn unusual_finding(
     ctx: &Context<'_>,
     k: &KeyRows,
     r: &GroupRow,
-    medians: &[(u64, u64); 3],
+    medians: &[(u64, u64); UNUSUAL_CLASSES.len()],
 ) -> Option<Finding> {
     let mut causes = Vec::new();
     let mut counts = Vec::new();
@@ -417,6 +423,7 @@ fn class_noun(class: WorkClass) -> &'static str {
         WorkClass::Sync => "synchronisation",
         WorkClass::Launch => "launch",
         WorkClass::Memcpy => "memcpy",
+        WorkClass::Nccl => "NCCL",
         WorkClass::Other => "other CUDA",
     }
 }

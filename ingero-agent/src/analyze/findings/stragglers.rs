@@ -12,9 +12,10 @@
 //! waits), this is simply the slowest. What made up the excess is named like the slow-group
 //! rule does, part by part against the others' medians ([`STRAGGLER_CAUSE_SHARE`]).
 //!
-//! Synchronisation wait is CUDA synchronisation (`CudaOp::is_sync`; collectives when they are
-//! traced). A thread waiting on the device usually sleeps, so off-CPU time up to the sync
-//! wait is counted as waiting, not as own work.
+//! Synchronisation wait is CUDA synchronisation (`CudaOp::is_sync`) and the time in NCCL's
+//! calls (a collective that blocks, a communicator's creation, waits for the other ranks; a
+//! non-blocking one is its short enqueue). A thread waiting on the device usually sleeps, so
+//! off-CPU time up to the sync wait is counted as waiting, not as own work.
 //!
 //! The same process straggling at several steps is one finding listing them; HIGH from
 //! [`STRAGGLER_HIGH_STEPS`] steps (a systematic straggler: its data shard, its host, its GPU).
@@ -103,7 +104,7 @@ pub(crate) const PARTS: [(&str, &str); 6] = [
 impl Work {
     pub(crate) fn of(row: GroupRow) -> Work {
         let t = &row.totals;
-        let wait = t.sync_time_ns;
+        let wait = t.sync_time_ns + t.nccl_time_ns;
         // Off-CPU time up to the wait is the wait itself (the thread sleeps on the device).
         let blocked_in_wait = t.blocked_ns.min(wait);
         let preempted_in_wait = t.preempted_ns.min(wait - blocked_in_wait);

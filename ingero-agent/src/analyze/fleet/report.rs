@@ -17,9 +17,10 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 
 use super::{Fleet, HostAnalysis, Hosts, slow_hosts};
-use crate::analyze::aggregate::Needs;
+use crate::analyze::aggregate::{Aggregate, Needs};
+use crate::analyze::collectives::CollectiveLog;
 use crate::analyze::explain::{self, ExplainReport, HostSummary, RequestRanking};
-use crate::analyze::findings::{Finding, finding_id};
+use crate::analyze::findings::{Finding, NCCL_RULES, NcclHost, finding_id, nccl_check};
 use crate::analyze::groups::PID_KEY;
 use crate::analyze::query::{GroupRow, QueryMode, QueryReport, RequestReport, RequestRow};
 use crate::analyze::{self, scan};
@@ -198,6 +199,37 @@ fn line_up(rows: &mut [GroupRow], keys: &[String]) {
     });
 }
 
+/// The NCCL rules over every host's collectives at once (a job's ranks are on several hosts),
+/// times compared through each host's REALTIME.
+fn nccl_across(h: &Hosts, aggs: &mut [Aggregate]) -> Vec<Finding> {
+    let mut log = CollectiveLog::default();
+    for (i, agg) in aggs.iter_mut().enumerate() {
+        log.absorb(std::mem::take(&mut agg.collectives), i);
+    }
+    let views: Vec<NcclHost<'_>> = h
+        .hosts
+        .iter()
+        .zip(aggs.iter())
+        .map(|(host, agg)| NcclHost {
+            name: Some(&host.name),
+            an: &host.an,
+            agg,
+            to_common: host.real_minus_mono,
+            shift: host
+                .wall(host.an.index.clock.start_ns)
+                .saturating_sub(h.wall_start_ns),
+        })
+        .collect();
+    let mut out = nccl_check(&views, &log);
+    for f in &mut out {
+        if let Some(v) = views.iter().find(|v| v.name == f.host.as_deref()) {
+            f.share = f.impact_ns as f64 / v.an.wall_ns().max(1) as f64;
+        }
+        f.id = finding_id(f);
+    }
+    out
+}
+
 fn sort_requests(requests: &mut [RequestRow]) {
     requests.sort_by(|a, b| {
         b.stats
@@ -212,6 +244,7 @@ fn sort_requests(requests: &mut [RequestRow]) {
 
 fn hosts_explain(h: &Hosts, by: Option<&str>) -> Result<ExplainReport> {
     let mut findings: Vec<Finding> = Vec::new();
+    let mut aggs = Vec::with_capacity(h.hosts.len());
     let mut steps = Vec::with_capacity(h.hosts.len());
     let mut summaries = Vec::with_capacity(h.hosts.len());
     let mut losses = Vec::new();
@@ -235,7 +268,11 @@ fn hosts_explain(h: &Hosts, by: Option<&str>) -> Result<ExplainReport> {
             }
             losses.push(l);
         }
+        // The rules comparing ranks run over every host at once, below.
         for mut f in report.findings {
+            if NCCL_RULES.contains(&f.kind.as_str()) {
+                continue;
+            }
             f.host = Some(host.name.clone());
             for e in &mut f.evidence {
                 e.offset_ns = e.offset_ns.saturating_add(shift);
@@ -250,7 +287,9 @@ fn hosts_explain(h: &Hosts, by: Option<&str>) -> Result<ExplainReport> {
             clock_maxerror_us: host.clock.map(|c| c.maxerror_us),
             clock_unsynchronized: host.clock.map(|c| c.unsynchronized),
         });
+        aggs.push(agg);
     }
+    findings.extend(nccl_across(h, &mut aggs));
     for mut f in slow_hosts::check(&h.hosts, &steps, h.wall_start_ns) {
         if let Some(host) = h.hosts.iter().find(|x| f.host.as_deref() == Some(&x.name)) {
             f.share = f.impact_ns as f64 / host.an.wall_ns().max(1) as f64;

@@ -8,6 +8,7 @@ mod golden;
 mod grouping;
 mod hosts;
 mod losses;
+mod nccl;
 mod nvtx;
 mod ranks;
 mod rules;

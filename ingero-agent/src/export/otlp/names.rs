@@ -36,6 +36,10 @@ pub const ERRORS: &str = "ingero.errors";
 pub const OFF_CPU_NS: &str = "ingero.off_cpu_ns";
 pub const PREEMPTED_NS: &str = "ingero.off_cpu.preempted_ns";
 pub const BLOCKED_NS: &str = "ingero.off_cpu.blocked_ns";
+/// Time in NCCL's calls; with the two below, only on spans of groups that made NCCL calls.
+pub const NCCL_TIME_NS: &str = "ingero.nccl_time_ns";
+pub const NCCL_COLLECTIVES: &str = "ingero.nccl.collectives";
+pub const NCCL_BYTES: &str = "ingero.nccl.bytes";
 pub const SLOWEST_OP: &str = "ingero.slowest.op";
 pub const SLOWEST_DURATION_NS: &str = "ingero.slowest.duration_ns";
 
@@ -134,6 +138,9 @@ pub const ALL: &[&str] = &[
     OFF_CPU_NS,
     PREEMPTED_NS,
     BLOCKED_NS,
+    NCCL_TIME_NS,
+    NCCL_COLLECTIVES,
+    NCCL_BYTES,
     SLOWEST_OP,
     SLOWEST_DURATION_NS,
     RECORDING_PATH,

@@ -220,6 +220,12 @@ pub fn span_of_row(
     put(n::OFF_CPU_NS, int(t.off_cpu_ns));
     put(n::PREEMPTED_NS, int(t.preempted_ns));
     put(n::BLOCKED_NS, int(t.blocked_ns));
+    // Only where NCCL was called: a single-GPU job's spans stay as they were.
+    if t.nccl_time_ns > 0 || t.collectives > 0 {
+        put(n::NCCL_TIME_NS, int(t.nccl_time_ns));
+        put(n::NCCL_COLLECTIVES, int(t.collectives));
+        put(n::NCCL_BYTES, int(t.nccl_bytes));
+    }
     if let Some(s) = &row.slowest_op {
         put(n::SLOWEST_OP, AttrValue::Str(s.op.clone()));
         put(n::SLOWEST_DURATION_NS, int(s.duration_ns));
