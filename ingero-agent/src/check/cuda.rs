@@ -97,8 +97,12 @@ impl LibraryReport {
         }
         let mut message = format!("{what}: exports {found} of the {total} symbols ingero probes");
         if !self.missing.is_empty() && found > 0 {
+            let which = match self.kind {
+                CudaLibrary::Nccl => "NCCL",
+                CudaLibrary::Runtime | CudaLibrary::Driver => "CUDA",
+            };
             message.push_str(&format!(
-                " (not exported: {}; an older or newer CUDA, fine)",
+                " (not exported: {}; an older or newer {which}, fine)",
                 self.missing.join(", ")
             ));
         }

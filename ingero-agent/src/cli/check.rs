@@ -10,7 +10,7 @@ use crate::check::{self, CheckOptions, render};
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    /// Check this libcudart or libcuda instead of discovering them (repeatable).
+    /// Check this libcudart, libcuda or libnccl instead of discovering them (repeatable).
     #[arg(long = "cuda-lib", value_name = "PATH")]
     pub cuda_lib: Vec<PathBuf>,
     /// Print one JSON object (schema: docs/json-schema.md) instead of a line per check.

@@ -27,7 +27,7 @@ pub struct TraceArgs {
     /// Trace only these processes (comma separated; their forked children too).
     #[arg(long, value_delimiter = ',', value_name = "PID")]
     pub pid: Option<Vec<u32>>,
-    /// Attach to this libcudart or libcuda instead of discovering them (repeatable).
+    /// Attach to this libcudart, libcuda or libnccl instead of discovering them (repeatable).
     #[arg(long = "cuda-lib", value_name = "PATH")]
     pub cuda_lib: Vec<PathBuf>,
     /// Stop after this long (for example `30s`, `5m`); default: until Ctrl-C.

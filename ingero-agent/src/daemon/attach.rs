@@ -19,10 +19,11 @@ use crate::discover::{self, LibraryFile, libraries::Search, looked::Looked, nvtx
 use crate::probes::Probes;
 use ingero_ebpf::NvtxCall;
 
-/// Libraries attached so far, by (device, inode), and processes already tracked.
+/// Libraries attached so far, by (device, inode, linked in: a file's exports and the runtime
+/// linked into it are attached apart), and processes already tracked.
 #[derive(Default)]
 pub(super) struct Attached {
-    inodes: BTreeSet<(u64, u64)>,
+    inodes: BTreeSet<(u64, u64, bool)>,
     /// NVTX libraries attached, by (device, inode).
     nvtx_inodes: BTreeSet<(u64, u64)>,
     pids: BTreeSet<u32>,
@@ -81,7 +82,10 @@ pub(super) fn attach_new(
                 tracing::warn!("could not track processes {fresh:?}: {e:#}");
             }
         }
-        if !attached.inodes.insert((library.dev, library.ino)) {
+        if !attached
+            .inodes
+            .insert((library.dev, library.ino, library.linked_in))
+        {
             continue;
         }
         let report = match probes.attach_library(&library) {

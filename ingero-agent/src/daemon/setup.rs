@@ -104,7 +104,7 @@ impl Daemon {
         }
         if library_count == 0 {
             eprintln!(
-                "ingero: no libcudart or libcuda found (searched running processes and install places); \
+                "ingero: no libcudart, libcuda or libnccl found (searched running processes and install places); \
                  tracing scheduler and process events only. Name one with --cuda-lib PATH."
             );
         }

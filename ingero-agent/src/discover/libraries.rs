@@ -89,14 +89,17 @@ pub fn mapped_cuda_libraries(maps: &str) -> Vec<(PathBuf, CudaLibrary)> {
     out
 }
 
-/// Distinct files by (device, inode), in the order of that key.
+/// Distinct libraries by (device, inode, linked in), in the order of that key. One file can be
+/// two: NCCL's `libnccl.so.2` is attached for its exports (NCCL's calls) and for the CUDA
+/// runtime linked into it (the runtime calls NCCL makes itself).
 #[derive(Default)]
-struct Found(BTreeMap<(u64, u64), LibraryFile>);
+struct Found(BTreeMap<(u64, u64, bool), LibraryFile>);
 
 impl Found {
     /// A runtime linked into a program that `pid` runs.
     fn add_linked(&mut self, library: LibraryFile, pid: u32) {
-        let entry = self.0.entry((library.dev, library.ino)).or_insert(library);
+        let key = (library.dev, library.ino, library.linked_in);
+        let entry = self.0.entry(key).or_insert(library);
         if !entry.mapped_by.contains(&pid) {
             entry.mapped_by.push(pid);
         }
@@ -112,7 +115,7 @@ impl Found {
         }
         let entry = self
             .0
-            .entry((meta.dev(), meta.ino()))
+            .entry((meta.dev(), meta.ino(), false))
             .or_insert_with(|| LibraryFile {
                 path: path.clone(),
                 dev: meta.dev(),
