@@ -3,8 +3,10 @@
 //!
 //! These tests need root (they load eBPF programs). `cargo xtask test` prepares everything
 //! they need: it builds the agent, fetches libcudart from the `nvidia-cuda-runtime-cu12` and
-//! `nvidia-cuda-runtime` (13) wheels and libcuda from Debian's `libcuda1` package, and sets
-//! `INGERO_BIN`, `INGERO_CUDART`, `INGERO_CUDART13` and `INGERO_LIBCUDA`.
+//! `nvidia-cuda-runtime` (13) wheels, libnccl from the `nvidia-nccl-cu12` (2.27.5) and
+//! `nvidia-nccl-cu13` (2.30.7) wheels and libcuda from Debian's `libcuda1` package, and sets
+//! `INGERO_BIN`, `INGERO_CUDART`, `INGERO_CUDART13`, `INGERO_NCCL`, `INGERO_NCCL13` and
+//! `INGERO_LIBCUDA`.
 //!
 //! [`otlp`] is an in-process OTLP/HTTP receiver with fault injection, for these tests and
 //! the agent's own export tests.
@@ -90,6 +92,24 @@ pub fn cudart13() -> Option<PathBuf> {
     std::env::var_os("INGERO_CUDART13")
         .map(PathBuf::from)
         .filter(|p| p.exists())
+}
+
+/// The real libnccl.so.2 2.27.5 of the `nvidia-nccl-cu12` wheel (no AlltoAll, Gather, Scatter).
+/// Required, as [`libcuda`].
+pub fn nccl() -> Result<PathBuf> {
+    required_env_path(
+        "INGERO_NCCL",
+        "libnccl.so.2 2.27.5 (the nvidia-nccl-cu12 wheel)",
+    )
+}
+
+/// The real libnccl.so.2 2.30.7 of the `nvidia-nccl-cu13` wheel (the NCCL torch 2.15 pulls).
+/// Required, as [`libcuda`].
+pub fn nccl13() -> Result<PathBuf> {
+    required_env_path(
+        "INGERO_NCCL13",
+        "libnccl.so.2 2.30.7 (the nvidia-nccl-cu13 wheel)",
+    )
 }
 
 fn required_env_path(var: &str, what: &str) -> Result<PathBuf> {

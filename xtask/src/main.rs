@@ -29,8 +29,9 @@ enum Command {
     Test(test::TestArgs),
     /// Benchmarks (not tests): `probes`, `annotate`, `record`, `analyze`, `nvtx`.
     Bench(bench::BenchArgs),
-    /// Fetch the NVIDIA libraries the kernel tests trace (libcudart 12 and 13, libcuda) under
-    /// target/test-deps/ and print them as the environment the tests read.
+    /// Fetch the NVIDIA libraries the kernel tests trace (libcudart 12 and 13, libcuda, libnccl
+    /// 2.27 and 2.30, NVTX) under target/test-deps/ and print them as the environment the tests
+    /// read.
     TestDeps,
     /// Import cycles between the source files of the library crates (exits 1 on any).
     Cycles(cycles::CyclesArgs),

@@ -5,8 +5,9 @@
 //!    (`cargo xtask cycles`) and no source file over 800 lines,
 //! 3. the eBPF freshness check (rebuild from source, compare with the committed object),
 //! 4. unit tests (with the NVTX producers fetched by [`crate::test_deps`]),
-//! 5. kernel tests as root against the real libcudart 12 and 13 from the PyPI wheels and the
-//!    real libcuda of Debian's `libcuda1` package (fetched by [`crate::test_deps`]),
+//! 5. kernel tests as root against the real libcudart 12 and 13 and the real libnccl 2.27 and
+//!    2.30 from the PyPI wheels and the real libcuda of Debian's `libcuda1` package (fetched by
+//!    [`crate::test_deps`]),
 //! 6. Python tests against the real agent binary.
 
 use std::{path::PathBuf, process::Command};
@@ -17,8 +18,8 @@ use clap::Args;
 use crate::{
     cycles, ebpf, file_size,
     test_deps::{
-        fetch_cudart, fetch_cudart13, fetch_libcuda, fetch_nvtoolsext, fetch_nvtx_include,
-        fetch_nvtx3interop,
+        fetch_cudart, fetch_cudart13, fetch_libcuda, fetch_nccl, fetch_nccl13, fetch_nvtoolsext,
+        fetch_nvtx_include, fetch_nvtx3interop,
     },
     util::{is_root, run as run_cmd, workspace_root},
 };
@@ -104,6 +105,8 @@ pub fn run(args: &TestArgs) -> Result<()> {
         }
         let libcuda = fetch_libcuda()?;
         let cudart13 = fetch_cudart13()?;
+        let nccl = fetch_nccl()?;
+        let nccl13 = fetch_nccl13()?;
         run_cmd(
             with_object(cargo())
                 .args([
@@ -118,6 +121,8 @@ pub fn run(args: &TestArgs) -> Result<()> {
                 .env("INGERO_CUDART", &cudart)
                 .env("INGERO_CUDART13", &cudart13)
                 .env("INGERO_LIBCUDA", &libcuda)
+                .env("INGERO_NCCL", &nccl)
+                .env("INGERO_NCCL13", &nccl13)
                 .envs(nvtx.iter().map(|(k, v)| (*k, v))),
         )?;
     }

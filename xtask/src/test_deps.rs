@@ -8,12 +8,18 @@
 //! - libcudart 12 and 13 from the PyPI wheels `nvidia-cuda-runtime-cu12`
 //!   (`nvidia/cuda_runtime/lib/libcudart.so.12`) and `nvidia-cuda-runtime`
 //!   (`nvidia/cu13/lib/libcudart.so.13`).
+//! - NCCL from the PyPI wheels `nvidia-nccl-cu12` 2.27.5 (older: no `ncclAlltoAll`,
+//!   `ncclGather`, `ncclScatter` nor `*Config` collectives), under `target/test-deps/nccl/`, and
+//!   `nvidia-nccl-cu13` 2.30.7 (the NCCL torch 2.15 pulls: with AlltoAll, Gather and Scatter,
+//!   still no `*Config` forms), under `target/test-deps/nccl13/`; both ship
+//!   `nvidia/nccl/lib/libnccl.so.2`.
 //!
 //! - NVTX for the `ingero-nvtx` tests, under `target/test-deps/nvtx/`: the NVTX3 headers of
 //!   `nvidia-nvtx` 13.5.25 (`nvidia/cu13/include/nvtx3/`), the v2 `libnvToolsExt.so.1` of
 //!   `nvidia-nvtx-cu12` 12.8.90 and the v3 `libnvtx3interop.so.1` of `nvidia-nvtx-cu12` 12.9.79.
 //!
-//! `INGERO_LIBCUDA` or `INGERO_CUDART13`, when set to an existing file, is used as is.
+//! `INGERO_LIBCUDA`, `INGERO_CUDART13`, `INGERO_NCCL` or `INGERO_NCCL13`, when set to an existing
+//! file, is used as is.
 
 use std::{
     fs,
@@ -23,7 +29,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use crate::util::{output, run as run_cmd, workspace_root};
+use crate::util::{output, run, workspace_root};
 
 /// The driver package the kernel tests pin (`apt-get download libcuda1=<this>`).
 const LIBCUDA_VERSION: &str = "535.261.03-1";
@@ -32,6 +38,13 @@ const LIBCUDA_DIR: &str = "usr/lib/x86_64-linux-gnu/nvidia/current";
 /// The apt sources file this module writes.
 const NONFREE_SOURCES: &str = "/etc/apt/sources.list.d/ingero-nonfree.sources";
 const NONFREE_COMPONENTS: &str = "contrib non-free non-free-firmware";
+
+/// Runs a fetching command with its standard output on stderr: `cargo xtask test-deps` prints
+/// nothing but the environment on stdout (`export $(cargo xtask test-deps)`), and apt-get
+/// prints its progress there.
+fn run_cmd(cmd: &mut Command) -> Result<()> {
+    run(cmd.stdout(std::io::stderr()))
+}
 
 fn preset(var: &str) -> Option<PathBuf> {
     std::env::var_os(var)
@@ -310,7 +323,7 @@ pub fn one_line_entries(text: &str) -> Vec<OneLine> {
     out
 }
 
-/// A PyPI wheel that holds a libcudart, and where the library lands once unpacked.
+/// A PyPI wheel that holds a library (libcudart, libnccl, NVTX), and where the library lands once unpacked.
 struct RuntimeWheel {
     /// `pip download` spec, `name==version`.
     spec: &'static str,
@@ -332,6 +345,20 @@ const CUDART13: RuntimeWheel = RuntimeWheel {
     spec: "nvidia-cuda-runtime==13.0.96",
     dir: "cudart13",
     lib: "nvidia/cu13/lib/libcudart.so.13",
+};
+
+/// The wheel whose libnccl.so.2 (2.27) the kernel tests trace.
+const NCCL: RuntimeWheel = RuntimeWheel {
+    spec: "nvidia-nccl-cu12==2.27.5",
+    dir: "nccl",
+    lib: "nvidia/nccl/lib/libnccl.so.2",
+};
+
+/// The wheel whose libnccl.so.2 (2.30, built for CUDA 13) the kernel tests trace.
+const NCCL13: RuntimeWheel = RuntimeWheel {
+    spec: "nvidia-nccl-cu13==2.30.7",
+    dir: "nccl13",
+    lib: "nvidia/nccl/lib/libnccl.so.2",
 };
 
 /// Downloads `w` once and unpacks it under `target/test-deps/`; the library's path.
@@ -423,6 +450,22 @@ pub fn fetch_cudart13() -> Result<PathBuf> {
     }
 }
 
+/// libnccl.so.2 2.27.5 from the `nvidia-nccl-cu12` wheel, unless `INGERO_NCCL` names one.
+pub fn fetch_nccl() -> Result<PathBuf> {
+    match preset("INGERO_NCCL") {
+        Some(path) => Ok(path),
+        None => fetch_wheel(&NCCL),
+    }
+}
+
+/// libnccl.so.2 2.30.7 from the `nvidia-nccl-cu13` wheel, unless `INGERO_NCCL13` names one.
+pub fn fetch_nccl13() -> Result<PathBuf> {
+    match preset("INGERO_NCCL13") {
+        Some(path) => Ok(path),
+        None => fetch_wheel(&NCCL13),
+    }
+}
+
 /// `cargo xtask test-deps`: fetches every library and prints `VAR=path` lines for the shell
 /// (`export $(cargo xtask test-deps)`), to run single kernel tests by hand.
 pub fn print_env() -> Result<()> {
@@ -431,12 +474,16 @@ pub fn print_env() -> Result<()> {
     let nvtx_include = fetch_nvtx_include()?;
     let nvtoolsext = fetch_nvtoolsext()?;
     let nvtx3interop = fetch_nvtx3interop()?;
+    let nccl = fetch_nccl()?;
+    let nccl13 = fetch_nccl13()?;
     let libcuda = fetch_libcuda()?;
     println!("INGERO_CUDART={}", cudart.display());
     println!("INGERO_CUDART13={}", cudart13.display());
     println!("INGERO_NVTX_INCLUDE={}", nvtx_include.display());
     println!("INGERO_NVTOOLSEXT={}", nvtoolsext.display());
     println!("INGERO_NVTX3INTEROP={}", nvtx3interop.display());
+    println!("INGERO_NCCL={}", nccl.display());
+    println!("INGERO_NCCL13={}", nccl13.display());
     println!("INGERO_LIBCUDA={}", libcuda.display());
     Ok(())
 }

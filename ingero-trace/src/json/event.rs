@@ -448,7 +448,8 @@ impl Serialize for CudaArgsView<'_> {
                     m.put("key", &split.key)?;
                 }
             }
-            CudaArgs::CommEnd { comm } => m.put("comm", &Hex(*comm))?,
+            // Null for a NULL handle, as for the other NCCL calls.
+            CudaArgs::CommEnd { comm } => m.put("comm", &(*comm != 0).then_some(Hex(*comm)))?,
             CudaArgs::Group => {}
         }
         let detail = self.2;

@@ -1,9 +1,11 @@
 //! Multi-process contention: several traced processes issuing GPU work at the same time. Time
 //! is cut into `activity::BINS` bins across the selection; a bin is contended when two or more
-//! processes spent API time in it. Reported when at least [`CONTENTION_MIN_BINS`] bins and
+//! processes that may share a GPU spent API time in it (the ranks of a distributed job run one
+//! per GPU: [`super::gpus`]). Reported when at least [`CONTENTION_MIN_BINS`] bins and
 //! [`CONTENTION_MIN_SHARE`] of the active bins are contended, with each process's share of the
 //! API time in the contended bins.
 
+use super::gpus::may_share_gpu;
 use super::{Finding, Severity, proc_name};
 use crate::analyze::Analysis;
 use crate::analyze::activity::BINS;
@@ -26,12 +28,24 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
     }
     let mut active = 0usize;
     let mut contended: Vec<usize> = Vec::new();
+    let labels = &an.index.labels;
+    let mut busy: Vec<u32> = Vec::with_capacity(procs.len());
     for b in 0..BINS {
-        let n = procs.iter().filter(|(_, bins)| bins[b] > 0).count();
-        if n > 0 {
+        busy.clear();
+        busy.extend(
+            procs
+                .iter()
+                .filter(|(_, bins)| bins[b] > 0)
+                .map(|(p, _)| *p),
+        );
+        if !busy.is_empty() {
             active += 1;
         }
-        if n >= 2 {
+        let shared = busy
+            .iter()
+            .enumerate()
+            .any(|(i, a)| busy[i + 1..].iter().any(|b| may_share_gpu(labels, *a, *b)));
+        if shared {
             contended.push(b);
         }
     }

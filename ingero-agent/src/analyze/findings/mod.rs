@@ -6,6 +6,7 @@ mod cold_start;
 mod contention;
 mod context;
 mod errors;
+mod gpus;
 mod graphs;
 mod loop_rules;
 mod memory;

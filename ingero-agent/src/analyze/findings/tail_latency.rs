@@ -8,6 +8,7 @@
 //! unexplained, at LOW.
 
 use super::context::culprits;
+use super::gpus::may_share_gpu;
 use super::{Cause, CauseKind, Evidence, Finding, Severity, Window, proc_name};
 use crate::analyze::Analysis;
 use crate::analyze::aggregate::Aggregate;
@@ -32,7 +33,7 @@ struct Causes {
     concurrent: Vec<(u32, u64)>,
 }
 
-fn causes(agg: &Aggregate, slow: &[SlowCall], p50: u64) -> Causes {
+fn causes(an: &Analysis, agg: &Aggregate, slow: &[SlowCall], p50: u64) -> Causes {
     let mut c = Causes {
         excess: 0,
         preempted: 0,
@@ -52,7 +53,10 @@ fn causes(agg: &Aggregate, slow: &[SlowCall], p50: u64) -> Causes {
             .activity
             .others_api_ns(s.pid, a, s.ts_ns + s.duration_ns)
         {
-            add(&mut c.concurrent, pid, ns);
+            // A rank on another GPU (ranks of a job run one per GPU) slows no call of this one.
+            if may_share_gpu(&an.index.labels, s.pid, pid) {
+                add(&mut c.concurrent, pid, ns);
+            }
         }
     }
     let order = |v: &mut Vec<(u32, u64)>| v.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
@@ -94,7 +98,7 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
             .into_iter()
             .filter(|s| s.duration_ns >= p99)
             .collect();
-        let mut c = causes(agg, &slow, p50);
+        let mut c = causes(an, agg, &slow, p50);
         // A synchronisation that sleeps is waiting for the GPU: its blocked time is the wait
         // itself, not a cause of it.
         if stats.op.is_sync() {

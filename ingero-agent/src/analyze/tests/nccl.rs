@@ -300,3 +300,31 @@ fn collectives_of_a_communicator_made_before_tracing_are_counted_not_compared() 
         "{e:#}"
     );
 }
+
+#[test]
+fn ranks_of_one_node_run_one_per_gpu_so_they_do_not_contend() {
+    // Unlabelled, three processes issuing GPU work at once may share one GPU: contention.
+    let e = explain_json(&one_host("contended", Plan::Healthy));
+    assert_eq!(of_kind(&e, "contention").len(), 1, "{e:#}");
+    // Labelled by their launcher (as the agent labels ranks from their environment), the
+    // ranks of one run with their own local ranks are on their own GPUs.
+    let mut records = job(Plan::Healthy, &[0, 1, 2]);
+    for (rank, pid) in PIDS.iter().enumerate() {
+        records.push(fixtures::label(*pid, T0, "local_rank", &rank.to_string()));
+        records.push(fixtures::label(*pid, T0, "run_id", "job-7"));
+    }
+    let dir = std::env::temp_dir().join(format!("ingero-nccl-{}-gpus", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    write(&dir.join("run.pftrace"), "gpu-node-1", records);
+    let e = explain_json(&dir.join("run.pftrace"));
+    assert!(of_kind(&e, "contention").is_empty(), "{e:#}");
+    for f in of_kind(&e, "tail_latency") {
+        assert!(
+            !f["root_cause"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("concurrent GPU activity"),
+            "{f:#}"
+        );
+    }
+}
