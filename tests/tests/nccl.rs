@@ -242,6 +242,54 @@ fn mock_nccl() -> Result<PathBuf> {
     build_fixture("mock_nccl", "mock-nccl/libnccl.so.2", &["-shared", "-fPIC"])
 }
 
+/// What a recorded run of `nccl_ranks` processes gave: each rank's pid and final line, the
+/// agent's live events, and the recording.
+struct RecordedRanks {
+    finished: Vec<(u64, Result<Value>)>,
+    live: Vec<Value>,
+    trace: String,
+}
+
+/// Starts one `nccl_ranks` per argument list (after the mock's path), traces them with the
+/// agent attached to the mock and recording to `name`, and lets them run to their end.
+fn record_ranks(name: &str, ranks: &[Vec<String>]) -> Result<RecordedRanks> {
+    let mock = mock_nccl()?.to_string_lossy().to_string();
+    let program = build_fixture("nccl_ranks", "nccl_ranks", &["-ldl"])?;
+    let mut drivers = Vec::new();
+    for args in ranks {
+        let mut all = vec![mock.as_str()];
+        all.extend(args.iter().map(String::as_str));
+        let mut d = Driver::spawn(&program, &all)?;
+        let pid = d.read()?["pid"].as_u64().context("pid")?;
+        drivers.push((d, pid));
+    }
+    let pids: Vec<String> = drivers.iter().map(|(_, p)| p.to_string()).collect();
+    let trace = fresh_recording("e2e-nccl", name)?
+        .to_string_lossy()
+        .to_string();
+    let agent = Agent::start(&[
+        "--cuda-lib",
+        &mock,
+        "--pid",
+        &pids.join(","),
+        "--record",
+        "-o",
+        &trace,
+    ])?;
+    let finished = drivers
+        .into_iter()
+        .map(|(d, pid)| (pid, d.go_and_finish()))
+        .collect();
+    // Let the exits reach the recording before the agent stops.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let live = agent.stop()?;
+    Ok(RecordedRanks {
+        finished,
+        live,
+        trace,
+    })
+}
+
 /// Four ranks started with one seed make one world communicator, split it by `rank % 2` and
 /// run collectives on both, recorded: live and in `query --events --json`, every rank's world
 /// communicator has the identity of the unique id the ranks share, this rank and the rank
@@ -253,39 +301,18 @@ fn collectives_are_numbered_per_communicator_alike_on_every_rank() -> Result<()>
     if !kernel_tests_enabled() {
         return Ok(());
     }
-    let mock = mock_nccl()?.to_string_lossy().to_string();
-    let program = build_fixture("nccl_ranks", "nccl_ranks", &["-ldl"])?;
-    let (nranks, n, m) = (
-        RANKS.to_string(),
-        WORLD_ALL_REDUCES.to_string(),
-        SPLIT_ALL_REDUCES.to_string(),
-    );
-    let mut drivers = Vec::new();
-    for rank in 0..RANKS {
-        let rank = rank.to_string();
-        let mut d = Driver::spawn(&program, &[&mock, &rank, &nranks, "7341", &n, &m])?;
-        let pid = d.read()?["pid"].as_u64().context("pid")?;
-        drivers.push((d, pid));
-    }
-    let pids: Vec<String> = drivers.iter().map(|(_, p)| p.to_string()).collect();
-    let trace = fresh_recording("e2e-nccl", "ranks")?;
-    let trace_str = trace.to_string_lossy().to_string();
-    let agent = Agent::start(&[
-        "--cuda-lib",
-        &mock,
-        "--pid",
-        &pids.join(","),
-        "--record",
-        "-o",
-        &trace_str,
-    ])?;
-    let finished: Vec<(u64, Result<Value>)> = drivers
-        .into_iter()
-        .map(|(d, pid)| (pid, d.go_and_finish()))
+    let args: Vec<Vec<String>> = (0..RANKS)
+        .map(|rank| {
+            [rank, RANKS, 7341, WORLD_ALL_REDUCES, SPLIT_ALL_REDUCES]
+                .map(|n| n.to_string())
+                .to_vec()
+        })
         .collect();
-    // Let the exits reach the recording before the agent stops.
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let live = agent.stop()?;
+    let RecordedRanks {
+        finished,
+        live,
+        trace,
+    } = record_ranks("ranks", &args)?;
     let mut ranks = Vec::new();
     let mut ids = Vec::new();
     for (rank, (pid, done)) in (0..).zip(finished) {
@@ -307,7 +334,7 @@ fn collectives_are_numbered_per_communicator_alike_on_every_rank() -> Result<()>
     );
     let world_id = comm_id_of(&ids[0])?;
 
-    let events = run_ingero(&["query", "--trace", &trace_str, "--events", "--json"])?;
+    let events = run_ingero(&["query", "--trace", &trace, "--events", "--json"])?;
     let recorded: Vec<Value> = events
         .lines()
         .map(serde_json::from_str)
@@ -433,52 +460,27 @@ fn explain_names_the_rank_that_called_another_collective_and_the_one_that_stoppe
     if !kernel_tests_enabled() {
         return Ok(());
     }
-    let mock = mock_nccl()?.to_string_lossy().to_string();
-    let program = build_fixture("nccl_ranks", "nccl_ranks", &["-ldl"])?;
     // (odd all-reduce, stop after, sleep ms) per rank.
     let plans = [("-1", "-1", "0"), ("2", "-1", "0"), ("-1", "3", "6000")];
-    let mut drivers = Vec::new();
-    for (rank, (odd, stop, sleep)) in plans.iter().enumerate() {
-        let rank = rank.to_string();
-        let args = [
-            mock.as_str(),
-            &rank,
-            "3",
-            "9001",
-            "6",
-            "0",
-            odd,
-            stop,
-            sleep,
-        ];
-        let mut d = Driver::spawn(&program, &args)?;
-        let pid = d.read()?["pid"].as_u64().context("pid")?;
-        drivers.push((d, pid));
-    }
-    let pids: Vec<String> = drivers.iter().map(|(_, p)| p.to_string()).collect();
-    let trace = fresh_recording("e2e-nccl", "explain")?;
-    let trace_str = trace.to_string_lossy().to_string();
-    let agent = Agent::start(&[
-        "--cuda-lib",
-        &mock,
-        "--pid",
-        &pids.join(","),
-        "--record",
-        "-o",
-        &trace_str,
-    ])?;
-    let finished: Vec<Result<Value>> = drivers
-        .into_iter()
-        .map(|(d, _)| d.go_and_finish())
+    let args: Vec<Vec<String>> = plans
+        .iter()
+        .enumerate()
+        .map(|(rank, (odd, stop, sleep))| {
+            [&rank.to_string(), "3", "9001", "6", "0", odd, stop, sleep]
+                .map(str::to_owned)
+                .to_vec()
+        })
         .collect();
-    for done in finished {
-        done?;
+    let run = record_ranks("explain", &args)?;
+    let mut pids = Vec::new();
+    for (pid, done) in &run.finished {
+        if let Err(e) = done {
+            bail!("rank {pid}: {e:#}");
+        }
+        pids.push(pid.to_string());
     }
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    agent.stop()?;
-
     let report: Value =
-        serde_json::from_str(&run_ingero(&["explain", "--trace", &trace_str, "--json"])?)?;
+        serde_json::from_str(&run_ingero(&["explain", "--trace", &run.trace, "--json"])?)?;
     let finding = |kind: &str| -> Result<Value> {
         let all: Vec<&Value> = report["findings"]
             .as_array()

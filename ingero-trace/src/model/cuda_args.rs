@@ -656,6 +656,19 @@ impl CudaArgs {
 }
 
 impl CudaArgs {
+    /// The Perfetto flow of a collective on a communicator the agent saw made (the same on
+    /// every rank: [`super::nccl::collective_flow`]); `None` for every other call.
+    pub fn collective_flow(&self) -> Option<u64> {
+        match *self {
+            CudaArgs::Collective {
+                on: Communicator { id: Some(id), .. },
+                seq: Some(seq),
+                ..
+            } => Some(super::nccl::collective_flow(id, seq)),
+            _ => None,
+        }
+    }
+
     /// Bytes an NCCL collective or point-to-point call moves per rank as passed (count × the
     /// element size); `None` for every other call and for an unknown element type.
     pub fn nccl_bytes(&self) -> Option<u64> {

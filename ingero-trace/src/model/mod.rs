@@ -19,8 +19,8 @@ pub use cuda_args::{
 pub use event::{Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task};
 pub use kernel::{CallDetail, KernelName, NameSource};
 pub use nccl::{
-    CommSplit, Communicator, NcclRedOp, NcclType, nccl_accepted, nccl_error_name, split_id,
-    unique_id,
+    CommSplit, Communicator, NcclRedOp, NcclType, collective_flow, nccl_accepted, nccl_error_name,
+    split_id, unique_id,
 };
 pub use nvtx::{NvtxKind, NvtxPayload, NvtxRecord};
 pub use physical::{PhysicalBlock, PhysicalChange, PhysicalMemory};

@@ -133,6 +133,13 @@ pub fn unique_id(words: [u64; 2]) -> u64 {
     mix(words[0] ^ mix(words[1]))
 }
 
+/// The id of the Perfetto flow that joins the calls making up collective `seq` of the
+/// communicator named `id` on every rank (their slices, in time order, are joined by arrows:
+/// the last is the rank that came last). Never 0, which Perfetto does not take as a flow.
+pub fn collective_flow(id: u64, seq: u64) -> u64 {
+    mix(id ^ mix(seq ^ 0x636f_6c6c_6563_7469)).max(1)
+}
+
 /// splitmix64's finaliser: every input bit reaches every output bit.
 fn mix(mut x: u64) -> u64 {
     x ^= x >> 30;
@@ -196,6 +203,9 @@ mod tests {
         assert_ne!(split_id(a, 0), split_id(a, 1));
         assert_ne!(split_id(a, 0), a);
         assert_eq!(split_id(a, 3), split_id(a, 3));
+        assert_eq!(collective_flow(a, 7), collective_flow(a, 7));
+        assert_ne!(collective_flow(a, 7), collective_flow(a, 8));
+        assert_ne!(collective_flow(a, 7), collective_flow(split_id(a, 0), 7));
     }
 
     #[test]

@@ -120,6 +120,7 @@ fn track_event_len(t: &TrackEvent) -> usize {
         + varint_field_len(T::TRACK_UUID, t.track_uuid)
         + bytes_field_len(T::NAME, text(&t.name))
         + varint_field_len(T::COUNTER_VALUE, signed64(t.counter_value))
+        + t.flow_ids.len() * (key_len(T::FLOW_IDS) + 8)
 }
 
 fn put_track_event(out: &mut Vec<u8>, t: &TrackEvent) {
@@ -137,6 +138,10 @@ fn put_track_event(out: &mut Vec<u8>, t: &TrackEvent) {
     put_varint_field(out, T::TRACK_UUID, t.track_uuid);
     put_bytes_field(out, T::NAME, text(&t.name));
     put_varint_field(out, T::COUNTER_VALUE, signed64(t.counter_value));
+    for f in &t.flow_ids {
+        put_key(out, T::FLOW_IDS, FIXED64);
+        out.extend_from_slice(&f.to_le_bytes());
+    }
 }
 
 /// A nested message field's bytes through prost.
@@ -251,6 +256,7 @@ mod tests {
                 },
             ],
             counter_value: Some(-1),
+            flow_ids: vec![7, u64::MAX],
         };
         let packets = [
             TracePacket {

@@ -3,7 +3,7 @@
 //! deflate parser (`write::deflate`) match them. Each is derived from its field's number in
 //! `messages.rs` (such as [`TracePacket::TIMESTAMP`]), so no key is spelled twice.
 
-use super::wire_type::{LEN, VARINT};
+use super::wire_type::{FIXED64, LEN, VARINT};
 use super::{DebugAnnotation, TracePacket, TrackEvent, key1, key2};
 
 pub use super::FRAME;
@@ -36,6 +36,8 @@ pub const TYPE: u8 = key1(TrackEvent::TYPE, VARINT);
 pub const NAME_IID: u8 = key1(TrackEvent::NAME_IID, VARINT);
 /// `TrackEvent.track_uuid` (varint): the track the event is on.
 pub const TRACK_UUID: u8 = key1(TrackEvent::TRACK_UUID, VARINT);
+/// `TrackEvent.flow_ids`, one unpacked fixed64 per flow (as ingero writes them).
+pub const FLOW_ID: [u8; 2] = key2(TrackEvent::FLOW_IDS, FIXED64);
 /// `TrackEvent.counter_value` (varint): a counter's new value.
 pub const COUNTER_VALUE: [u8; 2] = key2(TrackEvent::COUNTER_VALUE, VARINT);
 

@@ -250,6 +250,9 @@ messages! {
         DEBUG_ANNOTATIONS debug_annotations = 4: Vec<DebugAnnotation> [message, repeated];
         /// A counter event's value.
         COUNTER_VALUE counter_value = 30: Option<i64> [int64, optional];
+        /// Flows the event is on: slices with one flow id are joined by arrows in time order
+        /// (the calls that make up one NCCL collective, on every rank).
+        FLOW_IDS flow_ids = 47: Vec<u64> [fixed64, repeated, packed = "false"];
     }
 
     /// One argument of an event: a key and one value.

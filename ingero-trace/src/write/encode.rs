@@ -27,8 +27,8 @@ use crate::vocab::ArgKey;
 
 use crate::proto::keys::{
     ARG_BOOL, ARG_INT, ARG_NAME_IID, ARG_POINTER, ARG_STRING, ARG_STRING_IID, ARG_UINT,
-    CATEGORY_IID, COUNTER_VALUE, DEBUG_ANNOTATION, FRAME, MACHINE_ID, NAME_IID, SEQUENCE_FLAGS,
-    SEQUENCE_ID, TIMESTAMP, TRACK_EVENT, TRACK_UUID, TYPE,
+    CATEGORY_IID, COUNTER_VALUE, DEBUG_ANNOTATION, FLOW_ID, FRAME, MACHINE_ID, NAME_IID,
+    SEQUENCE_FLAGS, SEQUENCE_ID, TIMESTAMP, TRACK_EVENT, TRACK_UUID, TYPE,
 };
 
 /// The machine id field as it is appended to every packet (empty when not stamped).
@@ -305,6 +305,12 @@ pub fn slice_end(
     r.varint(ts);
     r.close(frame);
     r.done();
+}
+
+/// One flow the event is on (`TrackEvent.flow_ids`, a fixed64).
+pub fn flow_id(buf: &mut Vec<u8>, id: u64) {
+    buf.extend_from_slice(&FLOW_ID);
+    buf.extend_from_slice(&id.to_le_bytes());
 }
 
 #[inline(always)]

@@ -352,6 +352,9 @@ impl Recorder {
             encode::category(buf, Category::CudaError.iid());
         }
         cuda_args(buf, &mut seq.interner, &c.args);
+        if let Some(flow) = c.args.collective_flow() {
+            encode::flow_id(buf, flow);
+        }
         let kernel_name = call_detail(buf, &mut seq.interner, c);
         if c.ret != 0 {
             encode::arg_int(buf, ArgKey::Ret.iid(), i64::from(c.ret));

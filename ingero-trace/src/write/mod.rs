@@ -90,6 +90,8 @@ pub use tap::{Clamp, EdgeKind, StateEdge, StateIntervals, Tap};
 #[cfg(test)]
 mod chunk_tests;
 #[cfg(test)]
+mod flow_tests;
+#[cfg(test)]
 mod identity_tests;
 #[cfg(test)]
 mod nvtx_tests;
