@@ -414,3 +414,18 @@ pub fn events<'a>(all: &'a [Value], kind: &str, op: &str) -> Vec<&'a Value> {
         .filter(|e| e["type"] == kind && e["op"] == op)
         .collect()
 }
+
+/// The CUDA (or NCCL) calls `op` of process `pid`.
+pub fn calls_of<'a>(all: &'a [Value], op: &str, pid: u64) -> Vec<&'a Value> {
+    events(all, "cuda", op)
+        .into_iter()
+        .filter(|e| e["pid"] == pid)
+        .collect()
+}
+
+/// The one call `op` of process `pid` (a failed assertion when there is not exactly one).
+pub fn only_call<'a>(all: &'a [Value], op: &str, pid: u64) -> &'a Value {
+    let found = calls_of(all, op, pid);
+    assert_eq!(found.len(), 1, "exactly one {op} of pid {pid}: {found:#?}");
+    found[0]
+}

@@ -4,20 +4,11 @@
 //! `libcudart.so.12` registering a fake fatbin whose kernel the launches must name.
 
 use anyhow::{Context, Result};
-use ingero_e2e::{Agent, Driver, build_fixture, cudart, cudart13, kernel_tests_enabled, libcuda};
+use ingero_e2e::{
+    Agent, Driver, build_fixture, calls_of, cudart, cudart13, kernel_tests_enabled, libcuda,
+    only_call,
+};
 use serde_json::{Value, json};
-
-fn calls<'a>(all: &'a [Value], op: &str, pid: u64) -> Vec<&'a Value> {
-    all.iter()
-        .filter(|e| e["type"] == "cuda" && e["op"] == op && e["pid"] == pid)
-        .collect()
-}
-
-fn only<'a>(all: &'a [Value], op: &str, pid: u64) -> &'a Value {
-    let found = calls(all, op, pid);
-    assert_eq!(found.len(), 1, "exactly one {op} of pid {pid}: {found:?}");
-    found[0]
-}
 
 fn program() -> Result<std::path::PathBuf> {
     build_fixture("cuda_driver_api", "cuda_driver_api", &["-ldl"])
@@ -42,7 +33,7 @@ fn driver_calls_carry_exact_arguments_with_their_export() -> Result<()> {
     );
     let all = agent.stop()?;
 
-    let launches = calls(&all, "cuLaunchKernel", pid);
+    let launches = calls_of(&all, "cuLaunchKernel", pid);
     assert_eq!(
         launches.len(),
         2,
@@ -74,7 +65,7 @@ fn driver_calls_carry_exact_arguments_with_their_export() -> Result<()> {
     assert_eq!(ptsz["args"]["shared_mem"], 2048);
     assert_eq!(ptsz["args"]["stream"], "0x5678");
 
-    let ex = only(&all, "cuLaunchKernelEx", pid);
+    let ex = only_call(&all, "cuLaunchKernelEx", pid);
     assert_eq!(ex["args"]["func"], "0xbeef0000");
     assert_eq!(ex["args"]["grid"], json!([7, 8, 9]));
     assert_eq!(ex["args"]["block"], json!([10, 11, 12]));
@@ -83,42 +74,48 @@ fn driver_calls_carry_exact_arguments_with_their_export() -> Result<()> {
         "a u32 with the padding masked off"
     );
     assert_eq!(ex["args"]["stream"], "0x9abc");
-    let coop = only(&all, "cuLaunchCooperativeKernel", pid);
+    let coop = only_call(&all, "cuLaunchCooperativeKernel", pid);
     assert_eq!(coop["args"]["block"], json!([4, 5, 6]));
     assert_eq!(coop["args"]["shared_mem"], 512);
     assert_eq!(coop["args"]["stream"], "0x4321");
 
-    let alloc = only(&all, "cuMemAlloc", pid);
+    let alloc = only_call(&all, "cuMemAlloc", pid);
     assert_eq!(alloc["args"]["size"], 1 << 20);
     assert_eq!(alloc["args"]["symbol"], "cuMemAlloc_v2");
     assert_eq!(alloc["args"]["ptr"], Value::Null, "no pointer on failure");
-    let alloc_async = only(&all, "cuMemAllocAsync", pid);
+    let alloc_async = only_call(&all, "cuMemAllocAsync", pid);
     assert_eq!(alloc_async["args"]["size"], 4096);
     assert_eq!(alloc_async["args"]["stream"], "0x77");
-    assert_eq!(only(&all, "cuMemAllocHost", pid)["args"]["size"], 65536);
-    assert_eq!(only(&all, "cuMemHostAlloc", pid)["args"]["size"], 32768);
-    assert_eq!(only(&all, "cuMemFree", pid)["args"]["ptr"], "0xabc000");
-    let free_async = only(&all, "cuMemFreeAsync", pid);
+    assert_eq!(
+        only_call(&all, "cuMemAllocHost", pid)["args"]["size"],
+        65536
+    );
+    assert_eq!(
+        only_call(&all, "cuMemHostAlloc", pid)["args"]["size"],
+        32768
+    );
+    assert_eq!(only_call(&all, "cuMemFree", pid)["args"]["ptr"], "0xabc000");
+    let free_async = only_call(&all, "cuMemFreeAsync", pid);
     assert_eq!(free_async["args"]["ptr"], "0xabd000");
     assert_eq!(free_async["args"]["stream"], "0x88");
 
     // The host buffer every host-side argument points at.
     let host = &done["host"];
     assert!(host.as_str().is_some_and(|h| h.starts_with("0x")), "{done}");
-    let htod = only(&all, "cuMemcpyHtoD", pid);
+    let htod = only_call(&all, "cuMemcpyHtoD", pid);
     assert_eq!(htod["args"]["count"], 256);
     assert_eq!(htod["args"]["kind"], "H2D");
     assert_eq!(htod["args"]["host_ptr"], *host, "srcHost");
-    let dtoh = only(&all, "cuMemcpyDtoH", pid);
+    let dtoh = only_call(&all, "cuMemcpyDtoH", pid);
     assert_eq!(dtoh["args"]["count"], 128);
     assert_eq!(dtoh["args"]["kind"], "D2H");
     assert_eq!(dtoh["args"]["symbol"], "cuMemcpyDtoH_v2_ptds");
     assert_eq!(dtoh["args"]["host_ptr"], *host, "dstHost");
-    let htod_async = only(&all, "cuMemcpyHtoDAsync", pid);
+    let htod_async = only_call(&all, "cuMemcpyHtoDAsync", pid);
     assert_eq!(htod_async["args"]["count"], 512);
     assert_eq!(htod_async["args"]["stream"], "0x99");
     assert_eq!(htod_async["args"]["host_ptr"], *host, "srcHost");
-    let copy_async = only(&all, "cuMemcpyAsync", pid);
+    let copy_async = only_call(&all, "cuMemcpyAsync", pid);
     assert_eq!(copy_async["args"]["count"], 2000);
     assert_eq!(copy_async["args"]["stream"], "0x55");
     assert_eq!(
@@ -126,7 +123,7 @@ fn driver_calls_carry_exact_arguments_with_their_export() -> Result<()> {
         None,
         "a unified copy names no host side"
     );
-    let registered = calls(&all, "cuMemHostRegister", pid);
+    let registered = calls_of(&all, "cuMemHostRegister", pid);
     assert_eq!(registered.len(), 2, "both exports: {registered:?}");
     let v2 = registered
         .iter()
@@ -142,8 +139,11 @@ fn driver_calls_carry_exact_arguments_with_their_export() -> Result<()> {
     assert_eq!(unsuffixed["args"]["ptr"], *host);
     assert_eq!(unsuffixed["args"]["size"], 32);
     assert_eq!(unsuffixed["args"]["flags"], 2);
-    assert_eq!(only(&all, "cuMemHostUnregister", pid)["args"]["ptr"], *host);
-    let copy_2d = only(&all, "cuMemcpy2D", pid);
+    assert_eq!(
+        only_call(&all, "cuMemHostUnregister", pid)["args"]["ptr"],
+        *host
+    );
+    let copy_2d = only_call(&all, "cuMemcpy2D", pid);
     assert_eq!(
         copy_2d["args"]["count"], 300,
         "width x height from the descriptor"
@@ -157,30 +157,30 @@ fn driver_calls_carry_exact_arguments_with_their_export() -> Result<()> {
         None,
         "a descriptor's pointers are not read"
     );
-    assert_eq!(only(&all, "cuMemsetD32", pid)["args"]["count"], 400);
+    assert_eq!(only_call(&all, "cuMemsetD32", pid)["args"]["count"], 400);
 
     assert_eq!(
-        only(&all, "cuStreamSynchronize", pid)["args"]["stream"],
+        only_call(&all, "cuStreamSynchronize", pid)["args"]["stream"],
         "0x1234"
     );
-    assert_eq!(only(&all, "cuCtxSynchronize", pid)["ret"], 3);
-    let graph = only(&all, "cuGraphLaunch", pid);
+    assert_eq!(only_call(&all, "cuCtxSynchronize", pid)["ret"], 3);
+    let graph = only_call(&all, "cuGraphLaunch", pid);
     assert_eq!(graph["args"]["graph_exec"], "0xfeed0000");
     assert_eq!(graph["args"]["stream"], "0x31");
-    let begin = only(&all, "cuStreamBeginCapture", pid);
+    let begin = only_call(&all, "cuStreamBeginCapture", pid);
     assert_eq!(begin["args"]["stream"], "0x1234");
     assert_eq!(begin["args"]["symbol"], "cuStreamBeginCapture_v2");
     assert_eq!(
-        only(&all, "cuStreamEndCapture", pid)["args"]["graph"],
+        only_call(&all, "cuStreamEndCapture", pid)["args"]["graph"],
         Value::Null
     );
     assert_eq!(
-        only(&all, "cuGraphInstantiateWithFlags", pid)["args"]["graph"],
+        only_call(&all, "cuGraphInstantiateWithFlags", pid)["args"]["graph"],
         "0x5000"
     );
 
     // Virtual memory management: the location from the properties the call points at.
-    let create = only(&all, "cuMemCreate", pid);
+    let create = only_call(&all, "cuMemCreate", pid);
     assert_eq!(create["args"]["size"], 2 << 20);
     assert_eq!(create["args"]["location"], "device:1", "{create}");
     assert_eq!(
@@ -188,23 +188,29 @@ fn driver_calls_carry_exact_arguments_with_their_export() -> Result<()> {
         Value::Null,
         "no handle on failure"
     );
-    let reserve = only(&all, "cuMemAddressReserve", pid);
+    let reserve = only_call(&all, "cuMemAddressReserve", pid);
     assert_eq!(reserve["args"]["size"], 1 << 30);
     assert_eq!(reserve["args"]["ptr"], Value::Null, "no range on failure");
-    let map = only(&all, "cuMemMap", pid);
+    let map = only_call(&all, "cuMemMap", pid);
     assert_eq!(map["args"]["ptr"], "0x7f4000000000");
     assert_eq!(map["args"]["size"], 2 << 20);
     assert_eq!(map["args"]["handle"], "0x5100");
     assert_eq!(
-        only(&all, "cuMemRetainAllocationHandle", pid)["args"]["ptr"],
+        only_call(&all, "cuMemRetainAllocationHandle", pid)["args"]["ptr"],
         "0x7f4000001000"
     );
-    assert_eq!(only(&all, "cuMemUnmap", pid)["args"]["size"], 2 << 20);
-    let access = only(&all, "cuMemSetAccess", pid);
+    assert_eq!(only_call(&all, "cuMemUnmap", pid)["args"]["size"], 2 << 20);
+    let access = only_call(&all, "cuMemSetAccess", pid);
     assert_eq!(access["args"]["ptr"], "0x7f4000000000");
     assert_eq!(access["args"]["size"], 2 << 20);
-    assert_eq!(only(&all, "cuMemRelease", pid)["args"]["handle"], "0x5100");
-    assert_eq!(only(&all, "cuMemAddressFree", pid)["args"]["size"], 1 << 30);
+    assert_eq!(
+        only_call(&all, "cuMemRelease", pid)["args"]["handle"],
+        "0x5100"
+    );
+    assert_eq!(
+        only_call(&all, "cuMemAddressFree", pid)["args"]["size"],
+        1 << 30
+    );
     Ok(())
 }
 
@@ -271,7 +277,7 @@ fn registered_kernel_is_named_when(runtime: &std::path::Path, runs: AgentRuns) -
         .rev()
         .find(|e| e["type"] == "stats")
         .map(|s| s["kernel_names"].clone());
-    let launches = calls(&all, "cudaLaunchKernel", pid);
+    let launches = calls_of(&all, "cudaLaunchKernel", pid);
     assert_eq!(
         launches.len(),
         2,
@@ -349,7 +355,7 @@ fn a_driver_loaded_after_the_agent_started_is_found_and_traced() -> Result<()> {
     }
     program.go_and_finish()?;
     let all = agent.stop()?;
-    let launches = calls(&all, "cuLaunchKernel", pid);
+    let launches = calls_of(&all, "cuLaunchKernel", pid);
     assert_eq!(launches.len(), 2, "{launches:?}");
     assert!(launches.iter().any(|l| l["args"]["func"] == "0xdead0000"));
     Ok(())
@@ -395,16 +401,16 @@ fn a_runtime_call_that_enters_the_driver_counts_once() -> Result<()> {
     let done = program.go_and_finish()?;
     assert_eq!(done["ret"], json!([0, 3]));
     let all = agent.stop()?;
-    let malloc = only(&all, "cudaMalloc", pid);
+    let malloc = only_call(&all, "cudaMalloc", pid);
     assert_eq!(malloc["args"].get("parent"), None);
-    let inner = only(&all, "cuMemAlloc", pid);
+    let inner = only_call(&all, "cuMemAlloc", pid);
     assert_eq!(inner["args"]["parent"], "cudaMalloc");
     assert_eq!(inner["args"]["size"], 4096);
-    let launch = only(&all, "cuLaunchKernel", pid);
+    let launch = only_call(&all, "cuLaunchKernel", pid);
     assert_eq!(launch["args"]["parent"], "cudaLaunchKernel");
     assert_eq!(launch["args"]["shared_mem"], 256);
     assert_eq!(launch["args"]["stream"], "0x42");
-    let outer = only(&all, "cudaLaunchKernel", pid);
+    let outer = only_call(&all, "cudaLaunchKernel", pid);
     let (o0, o1) = span(outer);
     let (i0, i1) = span(launch);
     assert!(
@@ -457,7 +463,7 @@ fn a_runtime_call_that_enters_the_driver_counts_once() -> Result<()> {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    let inner = only(&recorded, "cuMemAlloc", pid);
+    let inner = only_call(&recorded, "cuMemAlloc", pid);
     assert_eq!(
         inner["args"]["parent"], "cudaMalloc",
         "the recording keeps the nesting"

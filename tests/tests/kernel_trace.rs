@@ -2,21 +2,10 @@
 //! scheduler tracepoints. Run as root through `cargo xtask test` (one test at a time).
 
 use anyhow::Result;
-use ingero_e2e::{Agent, Driver, build_fixture, cuda_driver, cudart, events, kernel_tests_enabled};
+use ingero_e2e::{
+    Agent, Driver, build_fixture, cuda_driver, cudart, events, kernel_tests_enabled, only_call,
+};
 use serde_json::{Value, json};
-
-fn only<'a>(all: &'a [Value], op: &str, pid: u64) -> &'a Value {
-    let matching: Vec<&Value> = events(all, "cuda", op)
-        .into_iter()
-        .filter(|e| e["pid"] == pid)
-        .collect();
-    assert_eq!(
-        matching.len(),
-        1,
-        "expected exactly one {op} from pid {pid}, got {matching:#?}"
-    );
-    matching[0]
-}
 
 #[test]
 fn cuda_calls_carry_exact_arguments_and_untargeted_processes_emit_nothing() -> Result<()> {
@@ -55,7 +44,7 @@ fn cuda_calls_carry_exact_arguments_and_untargeted_processes_emit_nothing() -> R
         "cudaMemcpyAsync",
         "cudaHostUnregister",
     ] {
-        let e = only(&all, op, pid);
+        let e = only_call(&all, op, pid);
         assert_eq!(e["tid"], tid, "{op} tid");
         assert_eq!(e["ret"], 35, "{op} return code");
         assert_eq!(e["comm"], "cuda_driver", "{op} comm");
@@ -66,43 +55,46 @@ fn cuda_calls_carry_exact_arguments_and_untargeted_processes_emit_nothing() -> R
         assert!(e["ts_ns"].as_u64().unwrap_or(0) > 0, "{op} timestamp: {e}");
         assert_eq!(e["args"]["error"], "cudaErrorInsufficientDriver");
     }
-    let malloc = only(&all, "cudaMalloc", pid);
+    let malloc = only_call(&all, "cudaMalloc", pid);
     assert_eq!(malloc["args"]["size"], 1_048_576);
     assert_eq!(malloc["args"]["ptr"], Value::Null, "no pointer on failure");
-    let free = only(&all, "cudaFree", pid);
+    let free = only_call(&all, "cudaFree", pid);
     assert_eq!(free["args"]["ptr"], "0xdead0000");
-    let launch = only(&all, "cudaLaunchKernel", pid);
+    let launch = only_call(&all, "cudaLaunchKernel", pid);
     assert_eq!(launch["args"]["func"], "0x1234");
     assert_eq!(launch["args"]["grid"], json!([16, 4, 1]));
     assert_eq!(launch["args"]["block"], json!([32, 8, 1]));
     assert_eq!(launch["args"]["shared_mem"], 1024);
     assert_eq!(launch["args"]["stream"], "0xabcd");
-    let memcpy = only(&all, "cudaMemcpy", pid);
+    let memcpy = only_call(&all, "cudaMemcpy", pid);
     assert_eq!(memcpy["args"]["count"], 4096);
     assert_eq!(memcpy["args"]["kind"], "H2D");
     // The host buffer, the source of the H2D copy and the destination of the D2H one.
     let host = &done["host"];
     assert!(host.as_str().is_some_and(|h| h.starts_with("0x")), "{done}");
     assert_eq!(memcpy["args"]["host_ptr"], *host, "src of an H2D copy");
-    let register = only(&all, "cudaHostRegister", pid);
+    let register = only_call(&all, "cudaHostRegister", pid);
     assert_eq!(register["args"]["ptr"], *host);
     assert_eq!(register["args"]["size"], 4096);
     assert_eq!(register["args"]["flags"], 1);
-    let copy_async = only(&all, "cudaMemcpyAsync", pid);
+    let copy_async = only_call(&all, "cudaMemcpyAsync", pid);
     assert_eq!(copy_async["args"]["count"], 512);
     assert_eq!(copy_async["args"]["kind"], "D2H");
     assert_eq!(copy_async["args"]["stream"], "0xabcd");
     assert_eq!(copy_async["args"]["host_ptr"], *host, "dst of a D2H copy");
-    assert_eq!(only(&all, "cudaHostUnregister", pid)["args"]["ptr"], *host);
     assert_eq!(
-        only(&all, "cudaStreamSynchronize", pid)["args"]["stream"],
+        only_call(&all, "cudaHostUnregister", pid)["args"]["ptr"],
+        *host
+    );
+    assert_eq!(
+        only_call(&all, "cudaStreamSynchronize", pid)["args"]["stream"],
         "0xabcd"
     );
 
     // Calls happen in program order, each after the previous one returned.
     let order: Vec<u64> = ["cudaMalloc", "cudaFree", "cudaLaunchKernel", "cudaMemcpy"]
         .iter()
-        .map(|op| only(&all, op, pid)["ts_ns"].as_u64().unwrap_or(0))
+        .map(|op| only_call(&all, op, pid)["ts_ns"].as_u64().unwrap_or(0))
         .collect();
     assert!(
         order.windows(2).all(|w| w[0] < w[1]),
@@ -230,7 +222,7 @@ fn finds_the_wheel_in_site_packages_without_cuda_lib() -> Result<()> {
     let pid = driver.read()?["pid"].as_u64().unwrap_or_default();
     driver.go_and_finish()?;
     let all = agent.stop()?;
-    let malloc = only(&all, "cudaMalloc", pid);
+    let malloc = only_call(&all, "cudaMalloc", pid);
     assert_eq!(malloc["args"]["size"], 1_048_576);
     assert_eq!(malloc["ret"], 35);
     Ok(())
@@ -253,20 +245,20 @@ fn successful_allocations_resolve_pointers_and_frees_report_their_size() -> Resu
     assert_eq!(done["ret"], json!([0, 0, 0]));
     let all = agent.stop()?;
     let ptr = done["ptr"].as_str().unwrap_or_default();
-    let malloc = only(&all, "cudaMalloc", pid);
+    let malloc = only_call(&all, "cudaMalloc", pid);
     assert_eq!(malloc["ret"], 0);
     assert_eq!(
         malloc["args"]["ptr"], ptr,
         "the pointer cudaMalloc wrote to *devPtr"
     );
     assert_eq!(malloc["args"].get("error"), None);
-    let free = only(&all, "cudaFree", pid);
+    let free = only_call(&all, "cudaFree", pid);
     assert_eq!(free["args"]["ptr"], ptr);
     assert_eq!(
         free["args"]["size"], 1_048_576,
         "the freed allocation's size"
     );
-    let sync = only(&all, "cudaStreamSynchronize", pid);
+    let sync = only_call(&all, "cudaStreamSynchronize", pid);
     assert!(
         sync["duration_ns"].as_u64().unwrap_or(0) >= 20_000_000,
         "a 20 ms synchronisation lasts at least 20 ms: {sync}"

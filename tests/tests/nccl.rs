@@ -16,22 +16,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail, ensure};
 use ingero_e2e::{
-    Agent, Driver, build_fixture, fresh_recording, kernel_tests_enabled, nccl, nccl13, run_ingero,
+    Agent, Driver, build_fixture, calls_of, fresh_recording, kernel_tests_enabled, nccl, nccl13,
+    only_call, run_ingero,
 };
 use ingero_trace::model::{split_id, unique_id};
 use serde_json::{Value, json};
-
-fn calls<'a>(all: &'a [Value], op: &str, pid: u64) -> Vec<&'a Value> {
-    all.iter()
-        .filter(|e| e["type"] == "cuda" && e["op"] == op && e["pid"] == pid)
-        .collect()
-}
-
-fn only<'a>(all: &'a [Value], op: &str, pid: u64) -> &'a Value {
-    let found = calls(all, op, pid);
-    assert_eq!(found.len(), 1, "exactly one {op} of pid {pid}: {found:?}");
-    found[0]
-}
 
 /// The identity the agent gives a communicator made from a unique id whose first 16 bytes are
 /// `hex` (as the fixtures print them): the two little-endian words through
@@ -171,7 +160,7 @@ fn calls_carry_exact_arguments(lib: &Path, optional: bool) -> Result<()> {
         if op == "ncclCommInitRank" {
             args["comm_id"] = json!(id_text(id));
         }
-        let found = calls(&all, op, pid);
+        let found = calls_of(&all, op, pid);
         assert_eq!(
             found.len(),
             1,
@@ -183,7 +172,7 @@ fn calls_carry_exact_arguments(lib: &Path, optional: bool) -> Result<()> {
     }
     for op in &absent {
         assert!(
-            calls(&all, op, pid).is_empty(),
+            calls_of(&all, op, pid).is_empty(),
             "{lib}: {op} is not exported"
         );
     }
@@ -355,7 +344,7 @@ fn collectives_are_numbered_per_communicator_alike_on_every_rank() -> Result<()>
             .map(|r| {
                 (
                     r.color,
-                    &only(all, "ncclCommSplit", r.pid)["args"]["comm_id"],
+                    &only_call(all, "ncclCommSplit", r.pid)["args"]["comm_id"],
                 )
             })
             .collect();
@@ -376,12 +365,12 @@ fn one_rank(all: &[Value], r: &Rank, world_id: u64) -> Result<()> {
     let split = id_text(split_id(world_id, r.color as i32));
     ensure!(split != world, "the split's id is its own");
     let sorted = |op: &str| {
-        let mut found = calls(all, op, pid);
+        let mut found = calls_of(all, op, pid);
         found.sort_by_key(|e| e["ts_ns"].as_u64());
         found
     };
 
-    let init = only(all, "ncclCommInitRank", pid);
+    let init = only_call(all, "ncclCommInitRank", pid);
     assert_eq!(init["ret"], 0);
     let a = &init["args"];
     assert_eq!(a["comm"], r.world.as_str(), "{init}");
@@ -389,7 +378,7 @@ fn one_rank(all: &[Value], r: &Rank, world_id: u64) -> Result<()> {
     assert_eq!(a["rank"], r.rank, "{init}");
     assert_eq!(a["nranks"], RANKS, "{init}");
 
-    let made = only(all, "ncclCommSplit", pid);
+    let made = only_call(all, "ncclCommSplit", pid);
     let a = &made["args"];
     assert_eq!(a["comm"], r.split.as_str(), "{made}");
     assert_eq!(a["parent_comm"], r.world.as_str(), "{made}");
@@ -406,7 +395,7 @@ fn one_rank(all: &[Value], r: &Rank, world_id: u64) -> Result<()> {
         "{all_reduces:?}"
     );
     let (on_world, on_split) = all_reduces.split_at(WORLD_ALL_REDUCES as usize);
-    let gather = only(all, "ncclAllGather", pid);
+    let gather = only_call(all, "ncclAllGather", pid);
     for (i, c) in on_world.iter().copied().chain([gather]).enumerate() {
         let a = &c["args"];
         assert_eq!(a["comm"], r.world.as_str(), "{c}");
@@ -417,7 +406,7 @@ fn one_rank(all: &[Value], r: &Rank, world_id: u64) -> Result<()> {
         let count = if i < on_world.len() { 1000 + i } else { 256 };
         assert_eq!(a["count"], count, "in call order: {c}");
     }
-    let broadcast = only(all, "ncclBroadcast", pid);
+    let broadcast = only_call(all, "ncclBroadcast", pid);
     for (i, c) in on_split.iter().copied().chain([broadcast]).enumerate() {
         let a = &c["args"];
         assert_eq!(a["comm"], r.split.as_str(), "{c}");
@@ -432,15 +421,15 @@ fn one_rank(all: &[Value], r: &Rank, world_id: u64) -> Result<()> {
         ("ncclSend", (r.rank + 1) % RANKS),
         ("ncclRecv", (r.rank + RANKS - 1) % RANKS),
     ] {
-        let c = only(all, op, pid);
+        let c = only_call(all, op, pid);
         let a = &c["args"];
         assert_eq!(a["peer"], peer, "{c}");
         assert_eq!(a["comm_id"], world.as_str(), "{c}");
         assert_eq!(a["rank"], r.rank, "{c}");
         assert_eq!(a.get("seq"), None, "{c}");
     }
-    assert_eq!(calls(all, "ncclGroupStart", pid).len(), 1);
-    assert_eq!(calls(all, "ncclGroupEnd", pid).len(), 1);
+    assert_eq!(calls_of(all, "ncclGroupStart", pid).len(), 1);
+    assert_eq!(calls_of(all, "ncclGroupEnd", pid).len(), 1);
     let ended: Vec<&str> = sorted("ncclCommDestroy")
         .iter()
         .filter_map(|e| e["args"]["comm"].as_str())

@@ -165,12 +165,22 @@ impl LossLog {
     }
 
     /// Ends the open stretches (the drops of the final statistics after the last sample) at
-    /// the recording's end.
+    /// the recording's end. A sample can be stamped after the last event the recording holds
+    /// (it is stamped when read, and the events after the last one kept were the ones lost): a
+    /// stretch that begins there spans instead from where the stretch before it began (the
+    /// drops came from the same activity) to the end, so the selections and rows reaching the
+    /// end hold its drops; still an upper bound of what they lack.
     pub fn seal(&mut self, end_ns: u64) {
+        let mut before: Option<u64> = None;
         for s in &mut self.stretches {
             if s.end_ns == u64::MAX {
                 s.end_ns = end_ns.max(s.start_ns);
             }
+            if s.start_ns >= end_ns {
+                s.start_ns = before.unwrap_or(end_ns.saturating_sub(1));
+                s.end_ns = end_ns;
+            }
+            before = Some(s.start_ns).filter(|t| *t < end_ns);
         }
     }
 
@@ -501,6 +511,30 @@ mod tests {
         let l = log(&[session(5, 0), stats(&[("ring_full_cuda", 4)])], 20);
         let s = l.stretches.first().copied();
         assert_eq!(s.map(|s| (s.start_ns, s.end_ns, s.drops)), Some((5, 20, 4)));
+    }
+
+    #[test]
+    fn drops_after_a_last_sample_stamped_past_the_last_event_are_at_the_end() {
+        // The last sample was read (and stamped) at 3,000, after the last event the recording
+        // holds (2,500): the 7 drops counted after it are still the whole recording's.
+        let l = log(
+            &[
+                session(0, 0),
+                sample(1_000, 10),
+                sample(3_000, 20),
+                stats(&[("ring_full_cuda", 27)]),
+            ],
+            2_500,
+        );
+        assert_eq!(l.total(), 27);
+        let r = l
+            .report(TimeRange::new(0, 2_500), 0, Vec::new())
+            .expect("drops to report");
+        assert_eq!((r.drops, r.drops_in_selection), (27, 27));
+        assert_eq!(l.overlapping(&[(2_400, 2_500)]), 17);
+        // From where the rise before it began.
+        assert_eq!(l.overlapping(&[(1_100, 1_200)]), 17);
+        assert_eq!(l.overlapping(&[(0, 900)]), 10);
     }
 
     #[test]
