@@ -6,57 +6,20 @@
 //! Every map is bounded: past [`MAX_ENTRIES`] the oldest graph is forgotten (counted), so a
 //! program that builds graphs forever costs a fixed amount of memory.
 
-use std::collections::{HashMap, VecDeque};
-
 use ingero_trace::model::{Captured, CudaArgs, CudaCall};
+
+use crate::bounded::Bounded;
 
 /// Most captures, graphs or executable graphs remembered (each).
 pub const MAX_ENTRIES: usize = 16_384;
-
-/// A bounded map that forgets its oldest keys.
-struct Bounded<V> {
-    map: HashMap<(u32, u64), V>,
-    order: VecDeque<(u32, u64)>,
-}
-
-impl<V> Default for Bounded<V> {
-    fn default() -> Self {
-        Bounded {
-            map: HashMap::new(),
-            order: VecDeque::new(),
-        }
-    }
-}
-
-impl<V> Bounded<V> {
-    /// Inserts; returns whether an old entry had to go.
-    fn insert(&mut self, key: (u32, u64), v: V) -> bool {
-        let mut evicted = false;
-        if self.map.insert(key, v).is_none() {
-            self.order.push_back(key);
-            while self.map.len() > MAX_ENTRIES {
-                match self.order.pop_front() {
-                    Some(old) => evicted |= self.map.remove(&old).is_some(),
-                    None => break,
-                }
-            }
-        }
-        evicted
-    }
-
-    fn retain_pid(&mut self, pid: u32) {
-        self.map.retain(|k, _| k.0 != pid);
-        self.order.retain(|k| k.0 != pid);
-    }
-}
 
 /// Captures in progress, captured graphs and executable graphs, per process.
 #[derive(Default)]
 pub struct Graphs {
     /// Kernel launches counted per capturing (pid, stream).
-    capturing: Bounded<u32>,
-    graphs: Bounded<Captured>,
-    execs: Bounded<Captured>,
+    capturing: Bounded<u32, MAX_ENTRIES>,
+    graphs: Bounded<Captured, MAX_ENTRIES>,
+    execs: Bounded<Captured, MAX_ENTRIES>,
     /// Entries forgotten because a map was full.
     pub evicted: u64,
 }
@@ -74,7 +37,7 @@ impl Graphs {
                 self.evicted += u64::from(self.capturing.insert((pid, *stream), 0));
             }
             CudaArgs::Launch { stream, .. } => {
-                if let Some(n) = self.capturing.map.get_mut(&(pid, *stream)) {
+                if let Some(n) = self.capturing.get_mut(&(pid, *stream)) {
                     *n = n.saturating_add(1);
                 }
             }
@@ -83,7 +46,7 @@ impl Graphs {
                 graph,
                 kernel_nodes,
             } => {
-                let nodes = self.capturing.map.remove(&(pid, *stream));
+                let nodes = self.capturing.remove(&(pid, *stream));
                 *kernel_nodes = nodes;
                 if let (Some(g), Some(n)) = (*graph, nodes) {
                     let captured = Captured {
@@ -97,7 +60,7 @@ impl Graphs {
                 graph,
                 graph_exec: Some(exec),
             } => {
-                if let Some(captured) = self.graphs.map.get(&(pid, *graph)).copied() {
+                if let Some(captured) = self.graphs.get(&(pid, *graph)).copied() {
                     self.evicted += u64::from(self.execs.insert((pid, *exec), captured));
                 }
             }
@@ -105,7 +68,7 @@ impl Graphs {
                 graph_exec,
                 captured,
                 ..
-            } => *captured = self.execs.map.get(&(pid, *graph_exec)).copied(),
+            } => *captured = self.execs.get(&(pid, *graph_exec)).copied(),
             _ => {}
         }
     }
@@ -240,7 +203,7 @@ mod tests {
                 },
             ));
         }
-        assert_eq!(g.capturing.map.len(), MAX_ENTRIES);
+        assert_eq!(g.capturing.len(), MAX_ENTRIES);
         assert_eq!(g.evicted, 10);
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod analyze;
 pub mod annotate;
+pub mod bounded;
 pub mod check;
 pub mod cli;
 pub mod daemon;

@@ -9,13 +9,14 @@
 //! and arguments but get no identity and no number (numbers counted from the middle of a run
 //! would not line up across ranks).
 //!
-//! The map is bounded: past [`MAX_COMMUNICATORS`] the oldest communicator is forgotten
-//! (counted), so a program that makes communicators forever costs a fixed amount of memory.
-
-use std::collections::{HashMap, VecDeque};
+//! The map is bounded ([`Bounded`]): past [`MAX_COMMUNICATORS`] the oldest communicator is
+//! forgotten (counted), so a program that makes communicators forever costs a fixed amount of
+//! memory.
 
 use ingero_ebpf::{CudaLibrary, CudaOp};
 use ingero_trace::model::{CudaArgs, CudaCall, nccl_accepted, split_id};
+
+use crate::bounded::Bounded;
 
 /// Most communicators remembered, over every process.
 pub const MAX_COMMUNICATORS: usize = 4096;
@@ -32,8 +33,7 @@ struct Known {
 /// The communicators made while tracing, per process and handle.
 #[derive(Default)]
 pub struct Communicators {
-    known: HashMap<(u32, u64), Known>,
-    order: VecDeque<(u32, u64)>,
+    known: Bounded<Known, MAX_COMMUNICATORS>,
     /// Communicators forgotten because the map was full.
     pub forgotten: u64,
 }
@@ -68,7 +68,7 @@ impl Communicators {
                     nranks: made.nranks,
                     collectives: 0,
                 };
-                self.insert((pid, made.comm), known);
+                self.forgotten += u64::from(self.known.insert((pid, made.comm), known));
             }
             CudaArgs::Collective { on, seq, .. } => {
                 if let Some(k) = self.known.get_mut(&(pid, on.comm)) {
@@ -86,35 +86,15 @@ impl Communicators {
             }
             CudaArgs::CommEnd { comm } if c.op != CudaOp::NcclCommFinalize => {
                 // Destroyed or aborted, whatever NCCL returned: the handle is not used again.
-                let key = (pid, *comm);
-                if self.known.remove(&key).is_some() {
-                    self.order.retain(|k| *k != key);
-                }
+                self.known.remove(&(pid, *comm));
             }
             _ => {}
         }
     }
 
-    fn insert(&mut self, key: (u32, u64), known: Known) {
-        if self.known.insert(key, known).is_none() {
-            self.order.push_back(key);
-            while self.known.len() > MAX_COMMUNICATORS {
-                match self.order.pop_front() {
-                    Some(old) => {
-                        if self.known.remove(&old).is_some() {
-                            self.forgotten += 1;
-                        }
-                    }
-                    None => break,
-                }
-            }
-        }
-    }
-
     /// Forgets an exited process's communicators (its pid may be reused).
     pub fn forget_process(&mut self, pid: u32) {
-        self.known.retain(|k, _| k.0 != pid);
-        self.order.retain(|k| k.0 != pid);
+        self.known.retain_pid(pid);
     }
 
     /// Communicators remembered now.
