@@ -187,6 +187,16 @@ impl CollectiveLog {
         self.kept
     }
 
+    /// Takes the communicators out (to compare several hosts' together), leaving the counts
+    /// of what was not compared.
+    pub fn take_comms(&mut self) -> CollectiveLog {
+        CollectiveLog {
+            comms: std::mem::take(&mut self.comms),
+            kept: std::mem::take(&mut self.kept),
+            ..CollectiveLog::default()
+        }
+    }
+
     /// Moves `other`'s communicators in, its members marked as host `host` (several hosts'
     /// recordings compared together).
     pub fn absorb(&mut self, other: CollectiveLog, host: usize) {

@@ -26,7 +26,7 @@ pub use memory::{
     LEAK_LATE_GROWTH_SHARE, LEAK_MAX_FREED_SHARE, LEAK_MIN_ALLOCS, LEAK_MIN_BYTES,
     SPIKE_MAX_GAP_CV, SPIKE_MIN_BURSTS, SPIKE_MIN_CALLS_PER_BURST,
 };
-pub use nccl::{NCCL_RULES, NcclHost, STALL_GAP_RATIO, STALL_MIN_NS, check as nccl_check};
+pub use nccl::{NcclHost, STALL_GAP_RATIO, STALL_MIN_NS, check as nccl_check};
 pub use pageable::PAGEABLE_MIN_COPIES;
 pub use slow_groups::{
     CAUSE_MIN_PART, LOCAL_PEERS, SLOW_GROUP_KEYS, SLOW_GROUP_MAX_REPORTED, SLOW_MAD_K,

@@ -25,9 +25,6 @@ use crate::analyze::fmt;
 pub const STALL_MIN_NS: u64 = 5_000_000_000;
 /// … and at least this many times their usual gap between two collectives.
 pub const STALL_GAP_RATIO: u64 = 20;
-/// The kinds of finding that compare ranks: with several hosts' recordings they are made over
-/// all hosts at once, not per host.
-pub const NCCL_RULES: [&str; 2] = ["nccl_desync", "nccl_stall"];
 /// Ranks named in a summary (the rest are counted).
 const NAMED: usize = 8;
 

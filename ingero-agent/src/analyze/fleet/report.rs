@@ -20,7 +20,7 @@ use super::{Fleet, HostAnalysis, Hosts, slow_hosts};
 use crate::analyze::aggregate::{Aggregate, Needs};
 use crate::analyze::collectives::CollectiveLog;
 use crate::analyze::explain::{self, ExplainReport, HostSummary, RequestRanking};
-use crate::analyze::findings::{Finding, NCCL_RULES, NcclHost, finding_id, nccl_check};
+use crate::analyze::findings::{Finding, NcclHost, finding_id, nccl_check};
 use crate::analyze::groups::PID_KEY;
 use crate::analyze::query::{GroupRow, QueryMode, QueryReport, RequestReport, RequestRow};
 use crate::analyze::{self, scan};
@@ -201,10 +201,10 @@ fn line_up(rows: &mut [GroupRow], keys: &[String]) {
 
 /// The NCCL rules over every host's collectives at once (a job's ranks are on several hosts),
 /// times compared through each host's REALTIME.
-fn nccl_across(h: &Hosts, aggs: &mut [Aggregate]) -> Vec<Finding> {
+fn nccl_across(h: &Hosts, aggs: &[Aggregate], logs: Vec<CollectiveLog>) -> Vec<Finding> {
     let mut log = CollectiveLog::default();
-    for (i, agg) in aggs.iter_mut().enumerate() {
-        log.absorb(std::mem::take(&mut agg.collectives), i);
+    for (i, l) in logs.into_iter().enumerate() {
+        log.absorb(l, i);
     }
     let views: Vec<NcclHost<'_>> = h
         .hosts
@@ -245,6 +245,7 @@ fn sort_requests(requests: &mut [RequestRow]) {
 fn hosts_explain(h: &Hosts, by: Option<&str>) -> Result<ExplainReport> {
     let mut findings: Vec<Finding> = Vec::new();
     let mut aggs = Vec::with_capacity(h.hosts.len());
+    let mut logs = Vec::with_capacity(h.hosts.len());
     let mut steps = Vec::with_capacity(h.hosts.len());
     let mut summaries = Vec::with_capacity(h.hosts.len());
     let mut losses = Vec::new();
@@ -253,7 +254,10 @@ fn hosts_explain(h: &Hosts, by: Option<&str>) -> Result<ExplainReport> {
         let an = &host.an;
         let mut groupings = explain::groupings(an, by, false);
         groupings.extend(slow_hosts::grouping(&an.index.labels));
-        let agg = scan::run(&an.index, &an.selection, groupings, Needs::ALL)?;
+        let mut agg = scan::run(&an.index, &an.selection, groupings, Needs::ALL)?;
+        // The rules comparing ranks run over every host at once (below), not in each host's
+        // report, which keeps the counts of what was not compared.
+        logs.push(agg.collectives.take_comms());
         let report = explain::report(an, &agg);
         steps.push(slow_hosts::host_steps(an, &agg));
         events += report.events;
@@ -268,11 +272,7 @@ fn hosts_explain(h: &Hosts, by: Option<&str>) -> Result<ExplainReport> {
             }
             losses.push(l);
         }
-        // The rules comparing ranks run over every host at once, below.
         for mut f in report.findings {
-            if NCCL_RULES.contains(&f.kind.as_str()) {
-                continue;
-            }
             f.host = Some(host.name.clone());
             for e in &mut f.evidence {
                 e.offset_ns = e.offset_ns.saturating_add(shift);
@@ -289,7 +289,7 @@ fn hosts_explain(h: &Hosts, by: Option<&str>) -> Result<ExplainReport> {
         });
         aggs.push(agg);
     }
-    findings.extend(nccl_across(h, &mut aggs));
+    findings.extend(nccl_across(h, &aggs, logs));
     for mut f in slow_hosts::check(&h.hosts, &steps, h.wall_start_ns) {
         if let Some(host) = h.hosts.iter().find(|x| f.host.as_deref() == Some(&x.name)) {
             f.share = f.impact_ns as f64 / host.an.wall_ns().max(1) as f64;
