@@ -108,6 +108,14 @@ struct Called<'m> {
     first_ns: u64,
 }
 
+/// Whether the members that called collective `seq` all called the same one (checked before
+/// [`called_at`] sorts out who called what: most numbers agree, and this allocates nothing).
+fn agree_at(members: &[Member], seq: u64) -> bool {
+    let mut sigs = members.iter().filter_map(|m| m.get(seq)?.sig);
+    let first = sigs.next();
+    sigs.all(|s| Some(s) == first)
+}
+
 /// What the members called at `seq`, most members first (ties: the one called first).
 fn called_at(members: &[Member], seq: u64) -> Vec<Called<'_>> {
     let mut out: Vec<Called<'_>> = Vec::new();
@@ -140,10 +148,12 @@ fn desync(hosts: &[NcclHost<'_>], id: u64, members: &[Member]) -> Option<Finding
     let mut differing = 0u64;
     let mut found: Option<(u64, Vec<Called<'_>>)> = None;
     for seq in first..=last {
-        let called = called_at(members, seq);
-        if called.len() > 1 {
-            differing += 1;
-            found.get_or_insert((seq, called));
+        if agree_at(members, seq) {
+            continue;
+        }
+        differing += 1;
+        if found.is_none() {
+            found = Some((seq, called_at(members, seq)));
         }
     }
     let (seq, called) = found?;
@@ -230,10 +240,13 @@ fn stall(hosts: &[NcclHost<'_>], id: u64, members: &[Member]) -> Option<Finding>
     let next = stuck + 1;
     // When the first of the others called the collective the ones behind never did, and how
     // long before the end of what was read that was (on the common clock).
-    let (caller, called) = members
+    let (caller, called_local, called) = members
         .iter()
-        .filter_map(|m| Some((m, hosts.get(m.host)?.common(m.get(next)?.ts_ns))))
-        .min_by_key(|(_, t)| *t)?;
+        .filter_map(|m| {
+            let ts = m.get(next)?.ts_ns;
+            Some((m, ts, hosts.get(m.host)?.common(ts)))
+        })
+        .min_by_key(|(_, _, t)| *t)?;
     let waited = behind
         .iter()
         .filter_map(|m| hosts.get(m.host))
@@ -246,7 +259,6 @@ fn stall(hosts: &[NcclHost<'_>], id: u64, members: &[Member]) -> Option<Finding>
     let culprit = behind[0];
     let host = hosts.get(culprit.host)?;
     let caller_host = hosts.get(caller.host)?;
-    let called_local = caller.get(next).map_or(0, |i| i.ts_ns);
     let last_own = culprit.issued.last().map_or(0, |i| i.ts_ns);
     let end = host.end_ns();
     let mut evidence = vec![
