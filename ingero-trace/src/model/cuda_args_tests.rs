@@ -87,3 +87,14 @@ fn registered_host_memory_is_no_allocation_but_owns_its_nested_driver_call() {
     assert!(counts_for_memory(Some(LaunchKernel)));
     assert!(!counts_for_memory(Some(Malloc)));
 }
+
+#[test]
+fn the_collective_shape_is_the_op_tables_collectives() {
+    for op in CudaOp::ALL {
+        assert_eq!(
+            ArgsShape::of(*op) == ArgsShape::Collective,
+            op.is_collective(),
+            "{op:?}"
+        );
+    }
+}

@@ -319,10 +319,13 @@ impl Analysis {
 
     /// The selection's wall time: its range within the recording's extent.
     pub fn wall_ns(&self) -> u64 {
-        let clock = &self.index.clock;
-        let start = self.selection.range.start_ns.max(clock.start_ns);
-        let end = self.selection.range.end_ns.min(clock.end_ns);
-        end.saturating_sub(start)
+        let start = self.selection.range.start_ns.max(self.index.clock.start_ns);
+        self.selection_end_ns().saturating_sub(start)
+    }
+
+    /// Where the selection ends within what the recording holds (trace clock).
+    pub fn selection_end_ns(&self) -> u64 {
+        self.selection.range.end_ns.min(self.index.clock.end_ns)
     }
 
     /// The severity of an impact: by its share of the selection's wall time

@@ -46,15 +46,6 @@ impl NcclHost<'_> {
         i128::from(ts_ns) + self.to_common
     }
 
-    /// Where its selection ends (within what its recording holds), on its trace clock.
-    fn end_ns(&self) -> u64 {
-        self.an
-            .selection
-            .range
-            .end_ns
-            .min(self.an.index.clock.end_ns)
-    }
-
     fn evidence(&self, ts_ns: u64, what: String) -> Evidence {
         let mut e = self.an.evidence(ts_ns, 0, what);
         e.offset_ns = e.offset_ns.saturating_add(self.shift);
@@ -164,7 +155,7 @@ fn desync(hosts: &[NcclHost<'_>], id: u64, members: &[Member]) -> Option<Finding
     let anchor = culprit.unwrap_or(called[0].by[0]);
     let host = hosts.get(anchor.host)?;
     let at = anchor.get(seq).map_or(0, |i| i.ts_ns);
-    let end = host.end_ns().max(at);
+    let end = host.an.selection_end_ns().max(at);
     let parts: Vec<String> = called
         .iter()
         .map(|c| format!("{} called {}", ranks_text(&c.by), c.sig.text()))
@@ -250,7 +241,7 @@ fn stall(hosts: &[NcclHost<'_>], id: u64, members: &[Member]) -> Option<Finding>
     let waited = behind
         .iter()
         .filter_map(|m| hosts.get(m.host))
-        .map(|h| h.common(h.end_ns()) - called)
+        .map(|h| h.common(h.an.selection_end_ns()) - called)
         .min()?;
     let waited = u64::try_from(waited).ok()?;
     if waited < STALL_MIN_NS || waited < STALL_GAP_RATIO.saturating_mul(gap) {
@@ -260,7 +251,7 @@ fn stall(hosts: &[NcclHost<'_>], id: u64, members: &[Member]) -> Option<Finding>
     let host = hosts.get(culprit.host)?;
     let caller_host = hosts.get(caller.host)?;
     let last_own = culprit.issued.last().map_or(0, |i| i.ts_ns);
-    let end = host.end_ns();
+    let end = host.an.selection_end_ns();
     let mut evidence = vec![
         host.evidence(
             last_own,

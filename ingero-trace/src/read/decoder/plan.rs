@@ -262,7 +262,10 @@ fn cuda_args(op: CudaOp, a: &impl Args) -> CudaArgs {
             stream: u(ArgKey::Stream),
             event: u(ArgKey::Event),
         },
-        ArgsShape::Collective | ArgsShape::PointToPoint | ArgsShape::CommCreate => {
+        ArgsShape::Collective
+        | ArgsShape::PointToPoint
+        | ArgsShape::CommCreate
+        | ArgsShape::CommEnd => {
             // An `nccl` argument that is missing or does not parse leaves the defaults (an
             // unknown type, communicator 0) rather than losing the call.
             let f = a
@@ -291,18 +294,13 @@ fn cuda_args(op: CudaOp, a: &impl Args) -> CudaArgs {
                     on: f.on,
                     stream,
                 },
-                _ => CudaArgs::CommCreate {
+                ArgsShape::CommCreate => CudaArgs::CommCreate {
                     made: f.on,
                     split: f.split,
                 },
+                _ => CudaArgs::CommEnd { comm: f.on.comm },
             }
         }
-        ArgsShape::CommEnd => CudaArgs::CommEnd {
-            comm: a
-                .text(ArgKey::Nccl)
-                .and_then(parse_nccl)
-                .map_or(0, |f| f.on.comm),
-        },
         ArgsShape::Group => CudaArgs::Group,
     }
 }
