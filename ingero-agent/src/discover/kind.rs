@@ -79,12 +79,11 @@ const MARKERS: [(CudaLibrary, &str); 3] = [
 /// The kind a library is by what it exports: the kind with the most marker or probed symbols
 /// exported; `None` when it exports none of any, or as many of two kinds as the most.
 pub fn kind_from_exports<'a>(exports: impl IntoIterator<Item = &'a str>) -> Option<CudaLibrary> {
+    let probed = CudaLibrary::ALL.map(probed_symbols);
     let mut hits = [0usize; CudaLibrary::ALL.len()];
     for name in exports {
         for (i, kind) in CudaLibrary::ALL.iter().enumerate() {
-            if MARKERS.iter().any(|(k, m)| k == kind && *m == name)
-                || probed_symbols(*kind).contains(&name)
-            {
+            if MARKERS.iter().any(|(k, m)| k == kind && *m == name) || probed[i].contains(&name) {
                 hits[i] += 1;
             }
         }

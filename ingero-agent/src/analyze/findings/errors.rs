@@ -15,18 +15,20 @@ use ingero_trace::model::{cuda_error_name, nccl_error_name};
 /// The `cudaError_t` name of a code with the number (`cudaErrorInsufficientDriver (35)`); codes
 /// without a known name by number.
 pub fn error_name(code: i32) -> String {
-    match cuda_error_name(code) {
+    coded(cuda_error_name(code), "cudaError", code)
+}
+
+/// A code's name with its number, or `FAMILY CODE` without a known name.
+fn coded(name: Option<&str>, family: &str, code: i32) -> String {
+    match name {
         Some(name) => format!("{name} ({code})"),
-        None => format!("cudaError {code}"),
+        None => format!("{family} {code}"),
     }
 }
 
 /// An `ncclResult_t` with its number (`ncclSystemError (2)`).
 fn nccl_error(code: i32) -> String {
-    match nccl_error_name(code) {
-        Some(name) => format!("{name} ({code})"),
-        None => format!("ncclResult {code}"),
-    }
+    coded(nccl_error_name(code), "ncclResult", code)
 }
 
 fn nccl_advice(code: i32) -> &'static str {
