@@ -96,16 +96,6 @@ impl Communicators {
     pub fn forget_process(&mut self, pid: u32) {
         self.known.retain_pid(pid);
     }
-
-    /// Communicators remembered now.
-    pub fn len(&self) -> usize {
-        self.known.len()
-    }
-
-    /// Whether none is remembered.
-    pub fn is_empty(&self) -> bool {
-        self.known.is_empty()
-    }
 }
 
 #[cfg(test)]
