@@ -248,9 +248,10 @@ impl Pipeline {
 
     /// Handles one ring buffer record.
     pub fn handle_record(&mut self, bytes: &[u8]) {
-        if decode::kind_of(bytes) == Some(ingero_ebpf::RecordKind::NvtxProbe) {
-            self.handle_nvtx_probe(bytes);
-            return;
+        match decode::kind_of(bytes) {
+            Some(ingero_ebpf::RecordKind::NvtxProbe) => return self.handle_nvtx_probe(bytes),
+            Some(ingero_ebpf::RecordKind::DriverLog) => return self.handle_driver_log(bytes),
+            _ => {}
         }
         match decode::decode(bytes) {
             Ok(mut event) => {
@@ -281,6 +282,27 @@ impl Pipeline {
                 }
             }
             Err(err) => self.count_decode_error(err),
+        }
+    }
+
+    /// Takes one NVIDIA driver message: counted, told on stderr when it reports a GPU fault
+    /// (it may be why the job stalls, and the user is watching now), written to `--json` and
+    /// the recording.
+    fn handle_driver_log(&mut self, bytes: &[u8]) {
+        let message = match decode::decode_driver_log(bytes) {
+            Ok(m) => m,
+            Err(err) => return self.count_decode_error(err),
+        };
+        self.stats.driver_messages += 1;
+        if let Some(x) = message.xid() {
+            self.stats.xids += 1;
+            let line = crate::live::xid_line(&x);
+            eprintln!("ingero: {line}");
+            self.stats.last_xid = Some(line);
+        }
+        self.write_json_line(&Line::Driver(&message));
+        if let Some(recording) = self.recording.as_mut() {
+            recording.push_driver(message);
         }
     }
 

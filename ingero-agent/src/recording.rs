@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use ingero_trace::clock::monotonic_now_ns;
-use ingero_trace::model::{AnnotationRecord, Event, FinalStats, NvtxRecord, TimelineRecord};
+use ingero_trace::model::{
+    AnnotationRecord, DriverMessage, Event, FinalStats, NvtxRecord, TimelineRecord,
+};
 use ingero_trace::write::{Recorder, RecorderConfig, Tap};
 
 use crate::export::otlp::live::engine::SessionFacts;
@@ -118,6 +120,21 @@ impl Recording {
     pub fn push_nvtx(&mut self, nvtx: NvtxRecord) {
         if self.recorder.is_some() {
             self.merger.push(TimelineRecord::Nvtx(nvtx));
+        }
+    }
+
+    /// Any timeline record into the reorder window (tests and replays that hold records of
+    /// every kind).
+    pub fn push(&mut self, record: TimelineRecord) {
+        if self.recorder.is_some() {
+            self.merger.push(record);
+        }
+    }
+
+    /// An NVIDIA driver message into the reorder window.
+    pub fn push_driver(&mut self, message: DriverMessage) {
+        if self.recorder.is_some() {
+            self.merger.push(TimelineRecord::Driver(message));
         }
     }
 

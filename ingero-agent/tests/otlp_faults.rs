@@ -287,11 +287,7 @@ fn record_with(url: &str, queue: QueueLimits) -> Result<(Snapshot, usize, usize)
         .filter(|r| matches!(r, TimelineRecord::Event(Event::Cuda(_))))
         .count();
     for r in input {
-        match r {
-            TimelineRecord::Event(e) => recording.push_event(e),
-            TimelineRecord::Annotation(a) => recording.push_annotation(a),
-            TimelineRecord::Nvtx(n) => recording.push_nvtx(n),
-        }
+        recording.push(r);
         recording.release();
     }
     let stats = Stats::default();

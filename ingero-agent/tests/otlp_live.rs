@@ -78,11 +78,7 @@ fn record_live(
         while monotonic_now_ns() < arrival {
             std::thread::sleep(Duration::from_micros(200));
         }
-        match r {
-            TimelineRecord::Event(e) => recording.push_event(e),
-            TimelineRecord::Annotation(a) => recording.push_annotation(a),
-            TimelineRecord::Nvtx(n) => recording.push_nvtx(n),
-        }
+        recording.push(r);
         recording.release();
         run.each_second(&stats, Vec::new());
     }

@@ -39,7 +39,8 @@ pub struct TracepointLayout {
     pub exec_filename_is_data_loc: u32,
     pub newtask_pid: u32,
     pub newtask_clone_flags: u32,
-    pub _reserved: u32,
+    /// Offset of `printk:console`'s `msg`, a `__data_loc` word.
+    pub console_msg: u32,
 }
 
 /// Marks a tracepoint field the running kernel does not have.

@@ -9,6 +9,7 @@ pub const SLOTS: u32 = 24;
 pub const fn ring_full(kind: crate::RecordKind) -> u32 {
     match kind {
         crate::RecordKind::NvtxProbe => RING_FULL_NVTX_PROBE,
+        crate::RecordKind::DriverLog => RING_FULL_DRIVER_LOG,
         _ => kind as u32,
     }
 }
@@ -36,6 +37,9 @@ pub const RING_FULL_NVTX_PROBE: u32 = 16;
 /// An NVTX fallback probe could not read the message or its attributes.
 pub const NVTX_READ_FAILED: u32 = 17;
 
+/// An NVIDIA driver message found the ring full.
+pub const RING_FULL_DRIVER_LOG: u32 = 18;
+
 /// A name for every slot that is used, for reports.
 pub const NAMED: &[(u32, &str)] = &[
     (1, "ring_full_cuda"),
@@ -55,6 +59,7 @@ pub const NAMED: &[(u32, &str)] = &[
     (NAME_READ_FAILED, "kernel_name_unreadable"),
     (RING_FULL_NVTX_PROBE, "ring_full_nvtx_probe"),
     (NVTX_READ_FAILED, "nvtx_message_unreadable"),
+    (RING_FULL_DRIVER_LOG, "ring_full_driver_log"),
 ];
 
-const _: () = assert!(NVTX_READ_FAILED < SLOTS);
+const _: () = assert!(RING_FULL_DRIVER_LOG < SLOTS);

@@ -15,6 +15,12 @@ pub const NAME_LEN: usize = 256;
 /// Bytes of an NVTX message an [`NvtxProbeRecord`] carries (with its NUL; 64 UTF-32 characters
 /// of a wide message).
 pub const NVTX_MESSAGE_LEN: usize = 256;
+/// Bytes of a kernel log message a [`DriverLogRecord`] carries (with its NUL). The NVIDIA
+/// driver's longest Xid lines (MMU faults) run to about 230 bytes.
+pub const DRIVER_LOG_LEN: usize = 320;
+/// How a kernel log message must begin to be an NVIDIA driver message: the GPU driver's
+/// (`NVRM: Xid (PCI:…): 79, …`) and the NVSwitch driver's (`nvidia-nvswitch3: SXid …`).
+pub const DRIVER_LOG_PREFIXES: [&[u8]; 2] = [b"NVRM:", b"nvidia-nvswitch"];
 
 /// What follows the header. The value also indexes the per-CPU ring buffer drop counters
 /// ([`crate::counters`]).
@@ -30,10 +36,12 @@ pub enum RecordKind {
     KernelName = 6,
     /// An NVTX call seen by the fallback uprobes ([`NvtxProbeRecord`]).
     NvtxProbe = 7,
+    /// A message of the NVIDIA kernel driver in the kernel log ([`DriverLogRecord`]).
+    DriverLog = 8,
 }
 
 impl RecordKind {
-    pub const ALL: [RecordKind; 7] = [
+    pub const ALL: [RecordKind; 8] = [
         RecordKind::Cuda,
         RecordKind::OffCpu,
         RecordKind::Exec,
@@ -41,6 +49,7 @@ impl RecordKind {
         RecordKind::Fork,
         RecordKind::KernelName,
         RecordKind::NvtxProbe,
+        RecordKind::DriverLog,
     ];
 
     pub fn from_u16(v: u16) -> Option<Self> {
@@ -56,6 +65,7 @@ impl RecordKind {
             RecordKind::Fork => "fork",
             RecordKind::KernelName => "kernel_name",
             RecordKind::NvtxProbe => "nvtx_probe",
+            RecordKind::DriverLog => "driver_log",
         }
     }
 }
@@ -245,7 +255,24 @@ pub struct NvtxProbeRecord {
     pub message: [u8; NVTX_MESSAGE_LEN],
 }
 
+/// A kernel log message of the NVIDIA drivers (one that starts with one of
+/// [`DRIVER_LOG_PREFIXES`]), from the `printk:console` tracepoint: Xid and SXid reports of GPU
+/// and NVSwitch faults. The header's task is whoever printed it (often an interrupt's or a
+/// driver thread's, rarely the faulting process, which the text names).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct DriverLogRecord {
+    pub header: RecordHeader,
+    /// Bytes of `text` before its NUL.
+    pub len: u32,
+    /// Non-zero when the message filled `text` and may have been cut.
+    pub truncated: u32,
+    /// The message, NUL terminated.
+    pub text: [u8; DRIVER_LOG_LEN],
+}
+
 const _: () = assert!(size_of::<RecordHeader>() == 48);
+const _: () = assert!(size_of::<DriverLogRecord>() == 48 + 8 + DRIVER_LOG_LEN);
 const _: () = assert!(size_of::<NvtxProbeRecord>() == 48 + 16 + NVTX_MESSAGE_LEN);
 const _: () = assert!(size_of::<CudaRecord>() == 48 + 16 + 8 * MAX_ARGS + 16);
 const _: () = assert!(size_of::<NameRecord>() == 48 + 24 + NAME_LEN);

@@ -160,6 +160,7 @@ fn as_root_check_passes_and_lists_both_libraries() -> Result<()> {
         "tracefs",
         "ebpf",
         "uprobe",
+        "gpu_faults",
         "libcudart",
         "libcuda",
         "nvtx",
@@ -173,6 +174,7 @@ fn as_root_check_passes_and_lists_both_libraries() -> Result<()> {
     }
     assert!(stdout.contains("ok    ebpf:"), "{stdout}");
     assert!(stdout.contains("ok    uprobe:"), "{stdout}");
+    assert!(stdout.contains("ok    gpu_faults:"), "{stdout}");
     assert!(
         stdout.contains("ok    nvtx: ") && stdout.contains("exports InitializeInjectionNvtx2"),
         "{stdout}"

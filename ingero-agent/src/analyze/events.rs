@@ -111,6 +111,16 @@ fn row(rec: &ReadRecord) -> Option<Row<'_>> {
             op: n.kind.name(),
             ret: 0,
         },
+        ReadRecord::Driver(d) => Row {
+            kind: "driver",
+            ts: d.ts_ns,
+            dur: 0,
+            pid: driver_pid(d),
+            tid: 0,
+            thread: "",
+            op: "",
+            ret: 0,
+        },
         _ => return None,
     })
 }
@@ -131,8 +141,14 @@ fn detail(rec: &ReadRecord) -> String {
             Some(d) => format!("{d}: {}", n.message),
             None => n.message.clone(),
         },
+        ReadRecord::Driver(d) => d.text.clone(),
         _ => String::new(),
     }
+}
+
+/// The process a driver message names (an Xid's `pid=`), or 0.
+fn driver_pid(d: &ingero_trace::model::DriverMessage) -> u32 {
+    d.xid().and_then(|x| x.pid).unwrap_or(0)
 }
 
 /// Whether the selection keeps `rec` (its op, process and labels).
@@ -146,6 +162,9 @@ fn admitted(an: &Analysis, rec: &ReadRecord, scratch: &mut Vec<ValueId>) -> bool
         ReadRecord::Lifecycle(l) => (l.thread.pid, l.ts_ns),
         ReadRecord::Annotation(a) => (a.scope.map_or(0, |s| s.pid), a.ts_ns),
         ReadRecord::Nvtx(n) => (n.pid, n.ts_ns),
+        // Machine-wide: kept unless `--pid` selects processes other than the one it names.
+        ReadRecord::Driver(_) if sel.pids.is_empty() => return true,
+        ReadRecord::Driver(d) => (driver_pid(d), d.ts_ns),
         _ => return false,
     };
     sel.admits_pid(pid)
@@ -203,6 +222,15 @@ pub fn write(an: &Analysis, format: EventFormat, out: &mut dyn Write) -> Result<
                     csv_cell(&l)
                 )
             }
+            // A driver message has no thread or op: its text is what it says.
+            EventFormat::Text if row.kind == "driver" => writeln!(
+                out,
+                "{}  {:>9}  {}  {}",
+                fmt::offset(row.ts, origin),
+                fmt::dur(row.dur),
+                ingero_trace::vocab::TrackName::Driver.text(),
+                detail(&rec)
+            ),
             EventFormat::Text => writeln!(
                 out,
                 "{}  {:>9}  {}[{}/{}]  {} {}  {}",

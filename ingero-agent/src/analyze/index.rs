@@ -1,6 +1,7 @@
 //! The first pass over a recording: its extent on the trace clock, its wall-clock reference,
 //! the session description, the label intervals ([`LabelIndex`]), the drops it counted
-//! ([`LossLog`]) and the writer's seek marks ([`SeekIndex`]). Memory grows with the number of annotations, not events; time too, for
+//! ([`LossLog`]), the writer's seek marks ([`SeekIndex`]) and the NVIDIA driver's Xid reports
+//! ([`XidLog`]). Memory grows with the number of annotations, not events; time too, for
 //! compressed recordings, whose chunks this pass skips unread (everything it needs is written
 //! outside them).
 //!
@@ -27,6 +28,7 @@ use super::clock::TraceClock;
 use super::labels::LabelIndex;
 use super::losses::LossLog;
 use super::selection::LabelReach;
+use super::xids::XidLog;
 use ingero_trace::model::{ReadRecord, SessionRecord};
 use ingero_trace::read::seek::{LabelStretches, SeekIndex};
 use ingero_trace::read::{self, SkippedLabels, TimeRange, TraceReader, empty_record};
@@ -59,6 +61,8 @@ pub struct TraceIndex {
     /// Whether the second pass reads only what a time range needs (default: unless
     /// `INGERO_FULL_SCAN=1`).
     pub seek_windows: bool,
+    /// The NVIDIA driver's Xid reports (GPU faults).
+    pub xids: XidLog,
 }
 
 /// The first pass before its labels are complete: the extent, the wall clock and the session
@@ -76,6 +80,7 @@ pub struct FirstPass {
     labels: LabelIndex,
     /// The labels skipped (with `skip_labels`).
     skipped: Option<SkippedLabels>,
+    xids: XidLog,
 }
 
 impl FirstPass {
@@ -89,6 +94,7 @@ impl FirstPass {
         let mut extent = Extent::default();
         let mut records = 0u64;
         let mut losses = LossLog::default();
+        let mut xids = XidLog::default();
         // Only the packets outside the compressed chunks: labels, session, statistics and the
         // clock snapshots the writer puts after every chunk. The chunks (CUDA calls,
         // scheduling) are skipped unopened; older or uncompressed files are read whole.
@@ -101,11 +107,15 @@ impl FirstPass {
         while reader.next_into(&mut rec)? {
             records += 1;
             losses.add(&rec);
-            if let ReadRecord::Session(s) = &rec {
-                if session.is_none() {
-                    session = Some(s.clone());
+            match &rec {
+                ReadRecord::Session(s) => {
+                    if session.is_none() {
+                        session = Some(s.clone());
+                    }
+                    continue;
                 }
-                continue;
+                ReadRecord::Driver(d) => xids.add(d),
+                _ => {}
             }
             labels.add_at(&rec, reader.record_place());
             extent.add(&rec);
@@ -153,6 +163,7 @@ impl FirstPass {
             seek,
             labels,
             skipped: skipped.filter(|s| !s.is_empty()),
+            xids,
         })
     }
 
@@ -174,6 +185,7 @@ impl FirstPass {
             seek,
             mut labels,
             mut skipped,
+            xids,
         } = self;
         let needed = match window {
             Some((w, reach)) => Some(needed_labels(
@@ -211,6 +223,7 @@ impl FirstPass {
             inflate_ahead: read::default_inflate_ahead(),
             seek,
             seek_windows: seek_from_env(),
+            xids,
         })
     }
 }

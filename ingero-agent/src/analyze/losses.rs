@@ -574,6 +574,7 @@ mod tests {
             "ring_full_exit",
             "ring_full_fork",
             "ring_full_nvtx_probe",
+            "ring_full_driver_log",
             "nesting_overflow",
             "tracked_map_full",
             "entry_state_unavailable",

@@ -58,6 +58,7 @@ pub mod source;
 pub mod table;
 pub mod timespec;
 pub mod work_class;
+pub mod xids;
 
 #[cfg(test)]
 mod tests;

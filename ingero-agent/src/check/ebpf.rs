@@ -1,5 +1,6 @@
 //! The proof in `ingero check` that tracing works: the embedded object loaded (its programs
-//! verified, its maps and ring buffers created) and one uprobe attached and detached.
+//! verified, its maps and ring buffers created), one uprobe attached and detached, and the
+//! tracepoint that captures the NVIDIA drivers' kernel log messages attached.
 
 use std::path::PathBuf;
 
@@ -40,6 +41,7 @@ pub fn lines(ready: bool, libraries: &[LibraryReport]) -> Vec<Line> {
         return vec![
             Line::new("ebpf", Status::Skip, skipped.to_string()),
             Line::new("uprobe", Status::Skip, skipped.to_string()),
+            Line::new("gpu_faults", Status::Skip, skipped.to_string()),
         ];
     }
     let options = LoadOptions {
@@ -56,6 +58,11 @@ pub fn lines(ready: bool, libraries: &[LibraryReport]) -> Vec<Line> {
                     format!("the kernel refused ingero's eBPF object: {e:#}"),
                 ),
                 Line::new("uprobe", Status::Skip, "not tried: nothing loaded".into()),
+                Line::new(
+                    "gpu_faults",
+                    Status::Skip,
+                    "not tried: nothing loaded".into(),
+                ),
             ];
         }
     };
@@ -83,5 +90,19 @@ pub fn lines(ready: bool, libraries: &[LibraryReport]) -> Vec<Line> {
             ),
         },
     };
-    vec![ebpf, uprobe]
+    // Optional for tracing (a warning, not a failure): without it GPU faults go unrecorded.
+    let gpu_faults = match probes.attach_driver_log() {
+        Ok(()) => Line::new(
+            "gpu_faults",
+            Status::Ok,
+            "the NVIDIA driver's Xid reports are captured from the kernel log (printk:console)"
+                .into(),
+        ),
+        Err(e) => Line::new(
+            "gpu_faults",
+            Status::Warn,
+            format!("the NVIDIA driver's Xid reports (GPU faults) will not be captured: {e:#}"),
+        ),
+    };
+    vec![ebpf, uprobe, gpu_faults]
 }

@@ -29,6 +29,7 @@ pub(super) fn final_stats(
             ("process", process),
             ("annotation", stats.annotations),
             ("nvtx", stats.nvtx),
+            ("driver", stats.driver_messages),
             ("rank_annotation", pipeline.ranks.stats.labelled),
         ]),
         drops: own(drops(pipeline, probes, ingest)),
@@ -147,6 +148,8 @@ pub(super) fn stats_json(
         },
         "processes": stats.lifecycle,
         "nested_driver_calls": stats.nested,
+        // The NVIDIA driver's kernel log messages, and of them the Xid/SXid fault reports.
+        "driver_messages": {"total": stats.driver_messages, "xids": stats.xids},
         "kernel_names": {
             "learned": stats.names_learned,
             "known": names.names,
@@ -194,6 +197,12 @@ pub(super) fn render(
     }
     if let Some(o) = &pipeline.otlp {
         extra.push(o.summary());
+    }
+    if let Some(last) = &pipeline.stats.last_xid {
+        extra.push(format!(
+            "GPU faults: {} Xid report(s) from the NVIDIA driver; last: {last}",
+            pipeline.stats.xids
+        ));
     }
     table::render(
         &pipeline.stats,

@@ -8,12 +8,13 @@ mod nccl_args;
 
 pub use cuda_args::cuda_args;
 use ingero_trace::model::{
-    CallDetail, Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task,
+    CallDetail, Comm, CudaCall, DriverMessage, Event, OffCpu, ProcessEvent, ProcessOp, Task,
 };
 
 use ingero_ebpf::{
-    CudaOp, CudaRecord, NVTX_MESSAGE_LEN, NameRecord, NvtxCall, NvtxProbeRecord, OffCpuReason,
-    OffCpuRecord, ProcessRecord, RecordHeader, RecordKind, name_flags, nvtx_flags, process_flags,
+    CudaOp, CudaRecord, DRIVER_LOG_LEN, DriverLogRecord, NVTX_MESSAGE_LEN, NameRecord, NvtxCall,
+    NvtxProbeRecord, OffCpuReason, OffCpuRecord, ProcessRecord, RecordHeader, RecordKind,
+    name_flags, nvtx_flags, process_flags,
 };
 
 use crate::nvtx::fallback::ProbedCall;
@@ -65,7 +66,8 @@ ring_records!(
     OffCpuRecord,
     ProcessRecord,
     NameRecord,
-    NvtxProbeRecord
+    NvtxProbeRecord,
+    DriverLogRecord
 );
 
 /// What a [`NameRecord`] says about one handle of one process.
@@ -131,7 +133,7 @@ pub fn decode_name(bytes: &[u8]) -> Result<NameFact, DecodeError> {
 }
 
 /// The kind of a ring record, without decoding it (the pipeline routes NVTX fallback records
-/// away from [`decode`]).
+/// and driver messages away from [`decode`]).
 pub fn kind_of(bytes: &[u8]) -> Option<RecordKind> {
     let kind = u16::from_ne_bytes([*bytes.first()?, *bytes.get(1)?]);
     RecordKind::from_u16(kind)
@@ -185,6 +187,27 @@ pub fn decode_nvtx_probe(bytes: &[u8]) -> Result<ProbedCall, DecodeError> {
         comm: String::from_utf8_lossy(&r.header.comm[..comm_end]).into_owned(),
         message,
         truncated,
+    })
+}
+
+/// Decodes an NVIDIA driver message (read as UTF-8 with replacement: the kernel log is bytes).
+pub fn decode_driver_log(bytes: &[u8]) -> Result<DriverMessage, DecodeError> {
+    if bytes.len() < size_of::<RecordHeader>() {
+        return Err(DecodeError::Short(bytes.len()));
+    }
+    let header: RecordHeader = read(bytes, 0)?;
+    if header.kind != RecordKind::DriverLog as u16 {
+        return Err(DecodeError::UnknownKind(header.kind));
+    }
+    let r: DriverLogRecord = read(bytes, header.kind)?;
+    let len = (r.len as usize).min(DRIVER_LOG_LEN);
+    let text = &r.text[..len];
+    let end = text.iter().position(|b| *b == 0).unwrap_or(len);
+    Ok(DriverMessage {
+        ts_ns: r.header.ts_ns,
+        // The kernel ends a message with a newline only when the printer did.
+        text: String::from_utf8_lossy(&text[..end]).trim_end().to_owned(),
+        truncated: r.truncated != 0,
     })
 }
 
@@ -254,7 +277,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 next_comm: Comm::new(r.next_comm),
             }))
         }
-        RecordKind::KernelName | RecordKind::NvtxProbe => {
+        RecordKind::KernelName | RecordKind::NvtxProbe | RecordKind::DriverLog => {
             Err(DecodeError::UnknownKind(header.kind))
         }
         RecordKind::Exec | RecordKind::Exit | RecordKind::Fork => {

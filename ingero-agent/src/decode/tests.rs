@@ -495,6 +495,35 @@ fn an_nvtx_probe_record_decodes_its_ascii_or_wide_message() {
     assert!(decode(record_bytes(&rec)).is_err());
 }
 
+#[test]
+fn a_driver_log_record_decodes_its_text() {
+    use ingero_ebpf::{DRIVER_LOG_LEN, DriverLogRecord};
+    let line = b"NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n";
+    let mut text = [0xffu8; DRIVER_LOG_LEN];
+    text[..line.len()].copy_from_slice(line);
+    text[line.len()] = 0;
+    let mut rec = DriverLogRecord {
+        header: header(RecordKind::DriverLog, 0),
+        len: line.len() as u32,
+        truncated: 0,
+        text,
+    };
+    assert_eq!(kind_of(record_bytes(&rec)), Some(RecordKind::DriverLog));
+    let m = decode_driver_log(record_bytes(&rec)).expect("decodes");
+    assert_eq!((m.ts_ns, m.truncated), (1000, false));
+    assert_eq!(m.text, String::from_utf8_lossy(&line[..line.len() - 1]));
+    assert_eq!(m.xid().map(|x| x.code), Some(79));
+    // A length past the buffer is cut to it; invalid UTF-8 is replaced, not an error.
+    rec.len = u32::MAX;
+    rec.truncated = 1;
+    rec.text = [0xc3; DRIVER_LOG_LEN];
+    let m = decode_driver_log(record_bytes(&rec)).expect("decodes");
+    assert!(m.truncated && m.text.starts_with('\u{fffd}'));
+    assert!(decode_driver_log(&record_bytes(&rec)[..60]).is_err());
+    // The event decoder leaves it to the pipeline's own path.
+    assert!(decode(record_bytes(&rec)).is_err());
+}
+
 /// The arguments of a successful call of `op` that wrote `out`.
 fn args_with_out(op: CudaOp, out: u64, args: [u64; 8]) -> CudaArgs {
     let mut rec = cuda(op, 0, args);

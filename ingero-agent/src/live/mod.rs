@@ -4,5 +4,7 @@
 pub mod memory;
 pub mod stats;
 pub mod table;
+mod xid;
 
 pub use stats::Stats;
+pub use xid::xid_line;

@@ -90,6 +90,12 @@ pub struct Stats {
     pub annotations: u64,
     /// NVTX ranges and marks received (`--annotate`).
     pub nvtx: u64,
+    /// NVIDIA driver messages captured.
+    pub driver_messages: u64,
+    /// Of them, Xid and SXid reports of GPU and NVSwitch faults.
+    pub xids: u64,
+    /// What the last of them said (the live table keeps it in view).
+    pub last_xid: Option<String>,
     /// Driver calls made inside a traced runtime call (not counted as operations of their own).
     pub nested: u64,
     /// Kernel names the probes could not read (their page was not resident): read from the

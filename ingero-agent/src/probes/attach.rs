@@ -30,6 +30,9 @@ const TRACEPOINTS: &[(&str, &str, &str)] = &[
     ("task_newtask", "task", "task_newtask"),
 ];
 
+/// Every message the kernel logs passes here; the program keeps the NVIDIA drivers' only.
+const DRIVER_LOG_TRACEPOINT: (&str, &str, &str) = ("printk_console", "printk", "console");
+
 /// Every link, by program, so they can be detached explicitly.
 #[derive(Default)]
 pub struct Links {
@@ -216,17 +219,32 @@ pub fn nvtx_points(
 
 /// Attaches the scheduler and process tracepoints; returns how many.
 pub fn tracepoints(ebpf: &mut Ebpf, links: &mut Links) -> Result<usize> {
-    for (program, category, name) in TRACEPOINTS {
-        ensure_loaded(ebpf, links, program)?;
-        let tp: &mut TracePoint = ebpf
-            .program_mut(program)
-            .with_context(|| format!("the eBPF object has no program {program}"))?
-            .try_into()
-            .with_context(|| format!("{program} is not a tracepoint"))?;
-        let id = tp
-            .attach(category, name)
-            .with_context(|| format!("attaching tracepoint {category}/{name}"))?;
-        links.tracepoints.push((program, id));
+    for &point in TRACEPOINTS {
+        tracepoint(ebpf, links, point)?;
     }
     Ok(TRACEPOINTS.len())
+}
+
+/// Attaches the tracepoint that captures the NVIDIA drivers' kernel log messages (Xid
+/// reports). Optional: the caller warns and traces on without it.
+pub fn driver_log_tracepoint(ebpf: &mut Ebpf, links: &mut Links) -> Result<()> {
+    tracepoint(ebpf, links, DRIVER_LOG_TRACEPOINT)
+}
+
+fn tracepoint(
+    ebpf: &mut Ebpf,
+    links: &mut Links,
+    (program, category, name): (&'static str, &str, &str),
+) -> Result<()> {
+    ensure_loaded(ebpf, links, program)?;
+    let tp: &mut TracePoint = ebpf
+        .program_mut(program)
+        .with_context(|| format!("the eBPF object has no program {program}"))?
+        .try_into()
+        .with_context(|| format!("{program} is not a tracepoint"))?;
+    let id = tp
+        .attach(category, name)
+        .with_context(|| format!("attaching tracepoint {category}/{name}"))?;
+    links.tracepoints.push((program, id));
+    Ok(())
 }

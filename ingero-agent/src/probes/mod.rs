@@ -170,6 +170,11 @@ impl Probes {
         attach::tracepoints(&mut self.ebpf, &mut self.links)
     }
 
+    /// Attaches the tracepoint of the NVIDIA drivers' kernel log messages (Xid reports).
+    pub fn attach_driver_log(&mut self) -> Result<()> {
+        attach::driver_log_tracepoint(&mut self.ebpf, &mut self.links)
+    }
+
     /// Attaches entry and return probes to every traced symbol the library exports.
     pub fn attach_library(
         &mut self,

@@ -120,6 +120,8 @@ pub fn layout_from(mut fields: impl FnMut(&str) -> Result<Vec<Field>>) -> Result
     let exec = fields("sched/sched_process_exec")?;
     let fork = fields("sched/sched_process_fork")?;
     let newtask = fields("task/task_newtask")?;
+    // Optional: without it only the NVIDIA drivers' log messages go unrecorded.
+    let console = fields("printk/console").unwrap_or_default();
     let layout = TracepointLayout {
         switch_prev_pid: offset(&switch, "prev_pid"),
         switch_prev_state: offset(&switch, "prev_state"),
@@ -136,7 +138,11 @@ pub fn layout_from(mut fields: impl FnMut(&str) -> Result<Vec<Field>>) -> Result
         exec_filename_is_data_loc: data_loc(&exec, "filename"),
         newtask_pid: offset(&newtask, "pid"),
         newtask_clone_flags: offset(&newtask, "clone_flags"),
-        _reserved: 0,
+        console_msg: if data_loc(&console, "msg") != 0 {
+            offset(&console, "msg")
+        } else {
+            ABSENT
+        },
     };
     for (what, value) in [
         ("sched_switch.prev_state", layout.switch_prev_state),
@@ -218,6 +224,28 @@ format:
         assert_eq!(old.fork_child_comm, 28);
         assert_eq!(old.fork_child_comm_is_data_loc, 0);
         assert_eq!(old.switch_next_pid, 56);
+        assert_eq!(old.console_msg, ABSENT, "no printk/console format read");
+    }
+
+    #[test]
+    fn reads_the_console_message_only_as_a_data_loc_word() {
+        let console = |format: &'static str| {
+            layout_from(|event| {
+                Ok(parse_format(match event {
+                    "sched/sched_switch" => SWITCH,
+                    "sched/sched_process_fork" => FORK_NEW,
+                    "printk/console" => format,
+                    _ => "",
+                }))
+            })
+            .expect("layout")
+            .console_msg
+        };
+        let data_loc = "\tfield:__data_loc char[] msg;\toffset:8;\tsize:4;\tsigned:0;";
+        assert_eq!(console(data_loc), 8);
+        // Any other shape is not what the program reads: no driver messages, not garbage.
+        let inline = "\tfield:char msg[64];\toffset:8;\tsize:64;\tsigned:0;";
+        assert_eq!(console(inline), ABSENT);
     }
 
     #[test]
@@ -236,5 +264,6 @@ format:
         let layout = read_layout().expect("tracefs layout");
         assert_ne!(layout.switch_next_pid, ABSENT);
         assert_ne!(layout.newtask_clone_flags, ABSENT);
+        assert_ne!(layout.console_msg, ABSENT, "printk/console's msg");
     }
 }

@@ -245,7 +245,9 @@ mod tests {
             .drain()
             .map(|r| match r.record {
                 TimelineRecord::Annotation(a) => a.labels[0].1.clone(),
-                TimelineRecord::Event(_) | TimelineRecord::Nvtx(_) => String::new(),
+                TimelineRecord::Event(_) | TimelineRecord::Nvtx(_) | TimelineRecord::Driver(_) => {
+                    String::new()
+                }
             })
             .collect();
         assert_eq!(order, ["0", "1", "2", "3", "4"]);

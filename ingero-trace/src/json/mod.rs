@@ -12,6 +12,7 @@
 //! on the agent's drain path.
 
 mod annotation;
+mod driver;
 mod event;
 mod nvtx;
 
@@ -20,7 +21,9 @@ use std::io::{self, Write};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-use crate::model::{AnnotationRecord, Event, NvtxRecord, ReadRecord, TimelineRecord};
+use crate::model::{
+    AnnotationRecord, DriverMessage, Event, NvtxRecord, ReadRecord, TimelineRecord,
+};
 pub use event::EventView;
 
 /// One line: an event or an annotation, with the labels in force when a reader knows them.
@@ -31,6 +34,8 @@ pub enum Line<'a> {
     Annotation(&'a AnnotationRecord),
     /// An NVTX range or mark, in its own shape (`type`: `nvtx`).
     Nvtx(&'a NvtxRecord),
+    /// An NVIDIA driver message, in its own shape (`type`: `driver`).
+    Driver(&'a DriverMessage),
 }
 
 impl<'a> Line<'a> {
@@ -45,6 +50,7 @@ impl<'a> Line<'a> {
             TimelineRecord::Event(e) => Line::of_event(e),
             TimelineRecord::Annotation(a) => Line::Annotation(a),
             TimelineRecord::Nvtx(n) => Line::Nvtx(n),
+            TimelineRecord::Driver(d) => Line::Driver(d),
         }
     }
 
@@ -54,6 +60,7 @@ impl<'a> Line<'a> {
         match r {
             ReadRecord::Annotation(a) => Some(Line::Annotation(a)),
             ReadRecord::Nvtx(n) => Some(Line::Nvtx(n)),
+            ReadRecord::Driver(d) => Some(Line::Driver(d)),
             r => EventView::of_record(r).map(Line::Event),
         }
     }
@@ -87,6 +94,8 @@ impl Line<'_> {
                 }
             }
             Line::Annotation(a) => annotation::entries(a, &mut map)?,
+            // A machine-wide message: no labels are in force for it.
+            Line::Driver(d) => driver::entries(d, &mut map)?,
             Line::Nvtx(n) => {
                 nvtx::entries(n, &mut map)?;
                 if let Some(labels) = labels {

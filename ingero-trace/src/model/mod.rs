@@ -1,7 +1,9 @@
 //! The timeline model: what the agent hands the writer ([`TimelineRecord`]: a probe [`Event`],
-//! an [`AnnotationRecord`] or an [`NvtxRecord`]) and what the reader yields ([`ReadRecord`]).
+//! an [`AnnotationRecord`], an [`NvtxRecord`] or a [`DriverMessage`]) and what the reader yields
+//! ([`ReadRecord`]).
 
 mod cuda_args;
+mod driver;
 mod event;
 mod kernel;
 mod nccl;
@@ -11,11 +13,13 @@ mod placement;
 mod recorded;
 mod session;
 mod timeline;
+mod xid;
 
 pub use cuda_args::{
     ArgsShape, Captured, CudaArgs, LaunchConfig, MemKind, MemLocation, MemcpyKind, call_error_name,
     call_failed, counts_for_memory, cuda_error_name,
 };
+pub use driver::DriverMessage;
 pub use event::{Comm, CudaCall, Event, OffCpu, ProcessEvent, ProcessOp, Task};
 pub use kernel::{CallDetail, KernelName, NameSource};
 pub use nccl::{
@@ -31,3 +35,4 @@ pub use recorded::{
 };
 pub use session::{FinalStats, SessionInfo};
 pub use timeline::{AnnotationRecord, Scope, TimelineRecord};
+pub use xid::{XidInfo, XidReport, XidSeverity, parse_xid, xid_info};

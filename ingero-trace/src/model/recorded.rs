@@ -7,7 +7,7 @@ use ingero_ebpf::{CudaOp, OffCpuReason};
 
 use super::CallDetail;
 use super::{FinalStats, SessionInfo};
-use crate::model::{AnnotationRecord, NvtxRecord};
+use crate::model::{AnnotationRecord, DriverMessage, NvtxRecord};
 use crate::model::{CudaArgs, CudaCall, OffCpu, ProcessOp};
 
 /// The thread a record happened on.
@@ -224,6 +224,8 @@ pub enum ReadRecord {
     Annotation(AnnotationRecord),
     /// An NVTX range or mark.
     Nvtx(NvtxRecord),
+    /// A message of the NVIDIA kernel drivers (an Xid report of a GPU fault).
+    Driver(DriverMessage),
     /// A label's value over an interval, derived by the writer from instants.
     LabelState(LabelInterval),
     /// A counter's new value (device memory, events/s, drops).
@@ -251,6 +253,7 @@ impl ReadRecord {
             ReadRecord::Lifecycle(l) => (l.ts_ns, l.ts_ns),
             ReadRecord::Annotation(a) => (a.ts_ns, a.end_ns.unwrap_or(a.ts_ns)),
             ReadRecord::Nvtx(n) => (n.ts_ns, n.end_ns),
+            ReadRecord::Driver(d) => (d.ts_ns, d.ts_ns),
             ReadRecord::LabelState(l) => (l.start_ns, l.end_ns),
             ReadRecord::Counter(c) => (c.ts_ns, c.ts_ns),
             ReadRecord::Statistics(_) => (0, u64::MAX),

@@ -1,11 +1,11 @@
-//! [`TimelineRecord`]: what the agent's merger orders and the writer writes — a probe [`Event`]
-//! or an accepted annotation, on the one trace clock (CLOCK_MONOTONIC ns).
+//! [`TimelineRecord`]: what the agent's merger orders and the writer writes — a probe [`Event`],
+//! an accepted annotation, an NVTX range or a driver message, on the one trace clock (CLOCK_MONOTONIC ns).
 //!
 //! [`AnnotationRecord`] is the timeline's own, flat form of an annotation: the writer and the
 //! reader share it, so what `read/` yields compares equal to what was written. The agent builds
 //! it from what its annotation server received.
 
-use super::{Event, NvtxRecord};
+use super::{DriverMessage, Event, NvtxRecord};
 
 /// The process incarnation an annotation is scoped to (`None` on the record: trace-wide).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -53,6 +53,8 @@ pub enum TimelineRecord {
     Annotation(AnnotationRecord),
     /// An NVTX range or mark the program emitted (through the injection library).
     Nvtx(NvtxRecord),
+    /// A message of the NVIDIA kernel drivers (an Xid report of a GPU fault).
+    Driver(DriverMessage),
 }
 
 impl TimelineRecord {
@@ -63,6 +65,7 @@ impl TimelineRecord {
             TimelineRecord::Event(e) => e.ts_ns(),
             TimelineRecord::Annotation(a) => a.ts_ns,
             TimelineRecord::Nvtx(n) => n.ts_ns,
+            TimelineRecord::Driver(d) => d.ts_ns,
         }
     }
 }

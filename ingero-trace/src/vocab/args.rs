@@ -226,6 +226,26 @@ words! {
 }
 
 words! {
+    /// The arguments of an NVIDIA driver message's instant, written by name on the plain
+    /// sequence (messages are rare). The reader needs only the text; the Xid fields are what
+    /// the Perfetto UI shows beside it.
+    pub enum DriverArg {
+        /// The message as the driver printed it.
+        Text = "driver.text",
+        /// The message was cut.
+        Truncated = "driver.truncated",
+        /// An Xid report's code.
+        Xid = "xid",
+        /// The GPU's (or NVSwitch's) PCI bus id.
+        Pci = "xid.pci",
+        /// The process the driver named.
+        Pid = "xid.pid",
+        /// What the code means (ingero's catalog).
+        Meaning = "xid.meaning",
+    }
+}
+
+words! {
     /// The session packet's arguments added after the fixed [`ArgKey`] table was full enough
     /// to need its slots for events: written by name (not interned; once per file), found by
     /// name.

@@ -55,8 +55,8 @@ mod names;
 mod nccl;
 
 pub use args::{
-    ARG_KEYS, ArgKey, LABEL_PREFIX, NVTX_DOMAIN_LABEL, NVTX_LABEL, NvtxArg, ProcessLabel, SeekArg,
-    SessionArg, StatsGroup,
+    ARG_KEYS, ArgKey, DriverArg, LABEL_PREFIX, NVTX_DOMAIN_LABEL, NVTX_LABEL, NvtxArg,
+    ProcessLabel, SeekArg, SessionArg, StatsGroup,
 };
 pub use launch::{
     dim3, launch_text, parse_dim3, parse_launch, parse_ptr, ptr_text, state_name, state_value,

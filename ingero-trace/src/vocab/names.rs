@@ -20,6 +20,8 @@ words! {
         Ingero = "ingero",
         /// NVTX ranges and marks.
         Nvtx = "nvtx",
+        /// NVIDIA driver messages (Xid reports of GPU faults).
+        Driver = "driver",
     }
 }
 
@@ -78,6 +80,8 @@ words! {
         /// A process's NVTX start/end ranges: `NVTX ranges`, `NVTX ranges #2`, … for
         /// overlapping ones (child of the process's track).
         NvtxRanges = "NVTX ranges",
+        /// The NVIDIA drivers' kernel log messages (Xid reports), machine-wide.
+        Driver = "NVIDIA driver",
     }
 }
 

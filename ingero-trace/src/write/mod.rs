@@ -58,6 +58,7 @@ mod chunk;
 mod clocks;
 mod config;
 mod deflate;
+mod driver;
 mod encode;
 mod error;
 mod events;

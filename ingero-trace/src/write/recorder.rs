@@ -232,6 +232,7 @@ impl Recorder {
                 self.label_process(a)?;
             }
             TimelineRecord::Nvtx(n) => self.write_nvtx(n)?,
+            TimelineRecord::Driver(d) => self.write_driver(d)?,
         }
         if self.out.size() >= self.cfg.max_file_size {
             self.rotate()?;

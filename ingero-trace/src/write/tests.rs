@@ -127,8 +127,8 @@ fn round_trip_of_every_record_kind() {
                 cgroup_id: p.task.cgroup_id,
             }),
             TimelineRecord::Annotation(a) => want_ann.push(a.clone()),
-            // NVTX has its own test (`nvtx_tests.rs`).
-            TimelineRecord::Nvtx(_) => {}
+            // NVTX and driver messages have their own tests (`nvtx_tests.rs`, `vocab_tests.rs`).
+            TimelineRecord::Nvtx(_) | TimelineRecord::Driver(_) => {}
         }
     }
     let mut got_cuda: Vec<_> = out

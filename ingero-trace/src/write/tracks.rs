@@ -45,6 +45,8 @@ pub enum TrackKey {
     Nvtx(u32, Option<String>),
     /// Lane `n` (0-based) of a process's NVTX start/end ranges.
     NvtxLane(u32, u32),
+    /// The NVIDIA drivers' messages (machine-wide).
+    Driver,
 }
 
 /// What a descriptor may need beyond the key: the task's pid and name as the event saw them.
@@ -251,7 +253,9 @@ impl Tracks {
 
     fn parent_of(&self, key: &TrackKey, hint: Hint<'_>) -> Option<TrackKey> {
         match key {
-            TrackKey::Ingero | TrackKey::Process(_) | TrackKey::Labels(None) => None,
+            TrackKey::Ingero | TrackKey::Process(_) | TrackKey::Labels(None) | TrackKey::Driver => {
+                None
+            }
             TrackKey::EventsPerSecond | TrackKey::Drops => Some(TrackKey::Ingero),
             TrackKey::Thread(tid) => {
                 let pid = self
@@ -356,6 +360,7 @@ fn describe(
 ) -> (TrackDescriptor, Option<u32>) {
     match key {
         TrackKey::Ingero => (named(uuid, parent, TrackName::Ingero.text()), None),
+        TrackKey::Driver => (named(uuid, parent, TrackName::Driver.text()), None),
         TrackKey::EventsPerSecond => (
             counter(
                 uuid,

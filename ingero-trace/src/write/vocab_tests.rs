@@ -1,6 +1,7 @@
 //! The whole vocabulary, written and read back: one CUDA call of every op with every argument
 //! its kind has (and a failed one with its error), both off-CPU reasons, every lifecycle op, an
-//! annotation instant and span with every field, the session, statistics and counters; each
+//! annotation instant and span with every field, NVIDIA driver messages, the session,
+//! statistics and counters; each
 //! read back equal. And every debug-annotation key of `vocab::ArgKey` is written by some record
 //! (but the older recordings' launch keys), so a key no record writes is noticed.
 
@@ -13,13 +14,13 @@ use super::tests::{config, read_all, tmp_dir};
 use super::{Recorder, RecorderConfig};
 use crate::model::ArgsShape;
 use crate::model::{
-    AnnotationRecord, Comm, CommSplit, Communicator, CudaArgs, Event, FinalStats, MemcpyKind,
-    NcclRedOp, NcclType, OffCpu, ProcessOp, ReadRecord, Scope, Task, TimelineRecord,
+    AnnotationRecord, Comm, CommSplit, Communicator, CudaArgs, DriverMessage, Event, FinalStats,
+    MemcpyKind, NcclRedOp, NcclType, OffCpu, ProcessOp, ReadRecord, Scope, Task, TimelineRecord,
 };
 use crate::proto::TracePacket;
 use crate::read::ExpandedPackets;
 use crate::synth::{self, SCENARIO_PID as P, SCENARIO_T0 as T0};
-use crate::vocab::{ArgKey, ProcessLabel};
+use crate::vocab::{ArgKey, DriverArg, ProcessLabel};
 
 /// The arguments of `op` with every optional part present.
 fn full_args(op: CudaOp) -> CudaArgs {
@@ -283,6 +284,29 @@ fn everything() -> Vec<TimelineRecord> {
     out.push(annotation(next(), None, true));
     let start = next();
     out.push(annotation(start, Some(start + 50_000), false));
+    // NVIDIA driver messages: an Xid naming a process (cut), one naming none, an NVSwitch
+    // SXid, and a message that is no report.
+    for (text, truncated) in [
+        (
+            "NVRM: Xid (PCI:0000:01:00): 31, pid=4242, name=python3, Ch 00000008, intr 0",
+            true,
+        ),
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+            false,
+        ),
+        (
+            "nvidia-nvswitch3: SXid (PCI:0000:c6:00.0): 24007, Fatal, Link 48 ECC DBE Error",
+            false,
+        ),
+        ("NVRM: GPU at PCI:0000:3b:00: GPU-5a2f1c3e", false),
+    ] {
+        out.push(TimelineRecord::Driver(DriverMessage {
+            ts_ns: next(),
+            text: text.to_owned(),
+            truncated,
+        }));
+    }
     out.sort_by_key(TimelineRecord::ts_ns);
     out
 }
@@ -451,6 +475,10 @@ fn every_op_argument_and_record_kind_reads_back_equal() {
     for k in ArgKey::ALL {
         assert!(declared.contains(k.text()), "{k:?} is not declared");
     }
+    // Every driver message argument is written by some message.
+    for k in DriverArg::ALL {
+        assert!(declared.contains(k.text()), "{k:?} is not declared");
+    }
     let legacy = [ArgKey::Func, ArgKey::Grid, ArgKey::Block, ArgKey::SharedMem];
     for k in ArgKey::ALL {
         if !legacy.contains(k) {
@@ -512,4 +540,44 @@ fn a_process_rank_label_names_the_process_in_the_ui() {
         "the process described again with its rank: {labels:?}"
     );
     assert_eq!(labels.first(), Some(&Vec::new()), "first described without");
+}
+
+#[test]
+fn a_driver_message_is_an_instant_named_by_its_xid_on_the_nvidia_driver_track() {
+    let dir = tmp_dir("driver");
+    let text = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.";
+    let input = vec![TimelineRecord::Driver(DriverMessage {
+        ts_ns: T0 + 1_000,
+        text: text.to_owned(),
+        truncated: false,
+    })];
+    let files = write(
+        &dir.join("d.pftrace"),
+        u64::MAX,
+        &input,
+        &FinalStats::default(),
+    );
+    let bytes = std::fs::read(&files[0]).expect("read");
+    let packets = decoded_packets(&bytes);
+    let track = packets
+        .iter()
+        .filter_map(|p| p.track_descriptor.as_ref())
+        .find(|d| d.name.as_deref() == Some("NVIDIA driver"))
+        .and_then(|d| d.uuid)
+        .expect("an NVIDIA driver track");
+    let instant = packets
+        .iter()
+        .filter_map(|p| p.track_event.as_ref())
+        .find(|te| te.track_uuid == Some(track))
+        .expect("the message's instant");
+    assert_eq!(
+        instant.name.as_deref(),
+        Some("Xid 79: GPU has fallen off the bus")
+    );
+    assert_eq!(
+        instant.debug_annotations.len(),
+        4,
+        "text, xid, bus id, meaning"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

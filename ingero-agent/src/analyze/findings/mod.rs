@@ -15,6 +15,7 @@ mod pageable;
 mod slow_groups;
 mod stragglers;
 mod tail_latency;
+mod xids;
 
 pub use context::{ColdCall, Context, LoopGroups};
 
@@ -39,6 +40,7 @@ pub use stragglers::{
     grouping as straggler_grouping,
 };
 pub use tail_latency::{CAUSE_MIN_SHARE, TAIL_MIN_CALLS, TAIL_RATIO};
+pub use xids::XID_EVIDENCE_MAX;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -243,7 +245,7 @@ impl CauseKind {
 }
 
 /// Every rule's `kind`, as docs/explain.schema.json lists them (a test keeps them equal).
-pub const KINDS: [&str; 22] = [
+pub const KINDS: [&str; 23] = [
     "slow_group",
     "unusual_group",
     "sync_memcpy",
@@ -266,6 +268,7 @@ pub const KINDS: [&str; 22] = [
     "nccl_error",
     "nccl_desync",
     "nccl_stall",
+    "gpu_xid",
 ];
 
 /// One finding of `explain`.
@@ -364,6 +367,7 @@ pub fn run_all(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
     out.extend(errors::check(an, agg));
     out.extend(graphs::check(an, agg));
     out.extend(nccl::check_one(an, agg));
+    out.extend(xids::check(an, agg));
     let wall = an.wall_ns().max(1);
     for f in &mut out {
         f.share = f.impact_ns as f64 / wall as f64;

@@ -13,13 +13,16 @@
 //!   [`STALL_GAP_RATIO`] × their usual gap between collectives before it, and the ranks behind
 //!   never did.
 //!
-//! Both are HIGH: each stops a distributed job or corrupts it.
+//! Both are HIGH: each stops a distributed job or corrupts it. A stall names the GPU fault
+//! that explains it when the NVIDIA driver reported one on the stopped rank's host (an Xid
+//! naming its process, or naming none, as a GPU off the bus does).
 
 use super::{Evidence, Finding, Severity, Window, median, proc_name};
 use crate::analyze::Analysis;
 use crate::analyze::aggregate::Aggregate;
 use crate::analyze::collectives::{CollectiveLog, Member, Signature};
 use crate::analyze::fmt;
+use ingero_trace::model::{XidReport, XidSeverity};
 
 /// The others waited at least this long for the ranks behind …
 pub const STALL_MIN_NS: u64 = 5_000_000_000;
@@ -285,9 +288,40 @@ fn stall(hosts: &[NcclHost<'_>], id: u64, members: &[Member]) -> Option<Finding>
             format!("the last traced call of {} ended", who(hosts, culprit)),
         ));
     }
+    let fault = gpu_fault(host.an, culprit.pid);
+    if let Some((ts, x, _)) = &fault {
+        let info = x.info();
+        evidence.push(host.evidence(
+            *ts,
+            format!(
+                "the NVIDIA driver reported Xid {} on GPU {} ({})",
+                x.code, x.pci, info.meaning
+            ),
+        ));
+    }
     // In time order (on the common clock: the hosts' own clocks differ).
     evidence.sort_by_key(|e| e.offset_ns);
     let comm = comm_text(id, members);
+    let mut root_cause = format!(
+        "A collective completes only when every rank of its communicator calls it. {} never called collective #{next}, so the ranks that did are blocked on it (their usual gap between collectives is {}): the job is hung until NCCL's or the framework's timeout aborts it.",
+        who(hosts, culprit),
+        fmt::dur(gap)
+    );
+    let mut fixes = Vec::new();
+    if let Some((_, x, named)) = &fault {
+        let whose = if *named {
+            "naming this rank's process"
+        } else {
+            "naming no process: if it is this rank's GPU"
+        };
+        root_cause = format!(
+            "The NVIDIA driver reported Xid {} ({}) on GPU {}, {whose}, that is why it stopped. {root_cause}",
+            x.code,
+            x.info().meaning,
+            x.pci
+        );
+        fixes.push(format!("For the GPU: {}.", x.info().action));
+    }
     let names = ranks_text(&behind);
     Some(Finding {
         severity: Severity::High,
@@ -304,12 +338,8 @@ fn stall(hosts: &[NcclHost<'_>], id: u64, members: &[Member]) -> Option<Finding>
         },
         impact_ns: waited,
         evidence,
-        root_cause: format!(
-            "A collective completes only when every rank of its communicator calls it. {} never called collective #{next}, so the ranks that did are blocked on it (their usual gap between collectives is {}): the job is hung until NCCL's or the framework's timeout aborts it.",
-            who(hosts, culprit),
-            fmt::dur(gap)
-        ),
-        fixes: vec![
+        root_cause,
+        fixes: fixes.into_iter().chain([
             format!(
                 "See where {} is: py-spy dump --pid {} (its Python stack), or its last calls with `ingero query --events --pid {}`; a rank that crashed, ran out of data, or waits on I/O or a lock shows there.",
                 culprit.rank_text(),
@@ -318,9 +348,33 @@ fn stall(hosts: &[NcclHost<'_>], id: u64, members: &[Member]) -> Option<Finding>
             ),
             "Make sure every rank takes the same path to its collectives (the same number of steps and batches; checkpointing and evaluation entered by all ranks or guarded by a barrier).".to_owned(),
             "Bound the wait so a hang fails fast with the ranks named: TORCH_NCCL_ASYNC_ERROR_HANDLING=1 with a timeout in init_process_group, and TORCH_NCCL_DESYNC_DEBUG=1.".to_owned(),
-        ],
+        ]).collect(),
         ..Finding::default()
     })
+}
+
+/// A GPU fault on the host of a rank that stopped, in what was read: the first fatal Xid report
+/// (hardware, driver or the application's own) naming its process, else the first naming no
+/// process (a device-level fault such as a GPU off the bus; the driver names none), with
+/// whether it named the process.
+fn gpu_fault(an: &Analysis, pid: u32) -> Option<(u64, &XidReport, bool)> {
+    let reports = an
+        .index
+        .xids
+        .between(an.selection.range.start_ns, an.selection_end_ns())
+        .filter(|(_, x)| {
+            let severity = x.info().severity;
+            severity.is_fatal_to_work() || severity == XidSeverity::Application
+        });
+    let mut unnamed = None;
+    for (ts, x) in reports {
+        match x.pid {
+            Some(p) if p == pid => return Some((*ts, x, true)),
+            None if unnamed.is_none() => unnamed = Some((*ts, x, false)),
+            _ => {}
+        }
+    }
+    unnamed
 }
 
 /// The comparison of one host's recording.

@@ -14,3 +14,4 @@ mod ranks;
 mod rules;
 mod scenarios;
 mod windows;
+mod xids;

@@ -23,17 +23,17 @@ use ingero_trace::synth::{cuda, task};
 use ingero_trace::write::{Recorder, RecorderConfig};
 
 /// The ranks' processes.
-const PIDS: [u32; 3] = [7_000_010, 7_000_011, 7_000_012];
+pub(super) const PIDS: [u32; 3] = [7_000_010, 7_000_011, 7_000_012];
 /// The communicator's identity (the same on every rank).
 const COMM_ID: u64 = 0x5f1c_2a9e_81b3_d004;
 /// Steps, 100 ms each.
-const STEPS: u64 = 20;
+pub(super) const STEPS: u64 = 20;
 /// Elements of the first all-reduce (float32).
 const COUNT: u64 = 1 << 20;
 
 /// What the job does wrong.
 #[derive(Clone, Copy, PartialEq)]
-enum Plan {
+pub(super) enum Plan {
     Healthy,
     /// Rank 2's second collective of step 12 is an all-gather.
     Desync,
@@ -80,7 +80,7 @@ fn collective(
 }
 
 /// The job's records; `ranks` are the ranks this recording holds (a host's).
-fn job(plan: Plan, ranks: &[usize]) -> Vec<TimelineRecord> {
+pub(super) fn job(plan: Plan, ranks: &[usize]) -> Vec<TimelineRecord> {
     let mut v = Vec::new();
     for &rank in ranks {
         let pid = PIDS[rank];
@@ -129,7 +129,7 @@ fn job(plan: Plan, ranks: &[usize]) -> Vec<TimelineRecord> {
 }
 
 /// Writes one host's recording.
-fn write(path: &Path, host: &str, mut records: Vec<TimelineRecord>) {
+pub(super) fn write(path: &Path, host: &str, mut records: Vec<TimelineRecord>) {
     records.sort_by_key(TimelineRecord::ts_ns);
     let cfg = RecorderConfig {
         path: Some(path.to_path_buf()),
@@ -158,13 +158,13 @@ fn one_host(name: &str, plan: Plan) -> PathBuf {
     path
 }
 
-fn explain_json(path: &Path) -> Value {
+pub(super) fn explain_json(path: &Path) -> Value {
     let an = fixtures::open(path, &SelectionSpec::default());
     let e = analyze::explain(&an, None).expect("explain");
     serde_json::to_value(&e).expect("json")
 }
 
-fn of_kind<'a>(e: &'a Value, kind: &str) -> Vec<&'a Value> {
+pub(super) fn of_kind<'a>(e: &'a Value, kind: &str) -> Vec<&'a Value> {
     e["findings"]
         .as_array()
         .map(|a| a.iter().filter(|f| f["kind"] == kind).collect())

@@ -71,6 +71,7 @@ pub(super) fn describe(tracks: &mut IidTable<Track>, b: &[u8]) -> scan::Result<(
     } else {
         match (TrackName::from_text(&name), parent) {
             (Some(TrackName::Ingero), None) => TrackKind::Ingero,
+            (Some(TrackName::Driver), None) => TrackKind::Driver,
             (Some(TrackName::TraceWide), None) => TrackKind::Labels(None),
             (Some(TrackName::Labels), Some(TrackKind::Process(pid))) => {
                 TrackKind::Labels(Some(pid))

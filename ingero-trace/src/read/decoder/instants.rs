@@ -1,5 +1,6 @@
 //! Records read from instants (lifecycle events on thread tracks, annotations on labels
-//! tracks, the session and statistics on the `ingero` track) and from request spans.
+//! tracks, the session and statistics on the `ingero` track, driver messages on the `NVIDIA
+//! driver` track) and from request spans.
 
 use std::sync::Arc;
 
@@ -11,11 +12,11 @@ use super::values::Val;
 use crate::clock_quality::ClockQuality;
 use crate::model::NvtxKind;
 use crate::model::{
-    AnnotationRecord, FinalStats, LifecycleRecord, Placement, ProcessOp, ReadRecord, SessionInfo,
-    SessionRecord,
+    AnnotationRecord, DriverMessage, FinalStats, LifecycleRecord, Placement, ProcessOp, ReadRecord,
+    SessionInfo, SessionRecord,
 };
 use crate::read::seek::{Mark, MarkKind};
-use crate::vocab::{ArgKey, Instant, LABEL_PREFIX, SeekArg, SessionArg, StatsGroup};
+use crate::vocab::{ArgKey, DriverArg, Instant, LABEL_PREFIX, SeekArg, SessionArg, StatsGroup};
 
 /// The seek mark an instant named `name` on a track of `kind` is, if it is one (see
 /// `read::seek`): not a record, but what the reader's index is made of.
@@ -90,6 +91,21 @@ pub(super) fn instant(
                 name,
                 args,
             ));
+        }
+        (Some(TrackKind::Driver), _) => {
+            let arg = |key: DriverArg| {
+                args.iter()
+                    .find(|(k, _)| &**k == key.text())
+                    .map(|(_, v)| v)
+            };
+            *slot = ReadRecord::Driver(DriverMessage {
+                ts_ns: ts,
+                text: arg(DriverArg::Text)
+                    .and_then(Val::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+                truncated: matches!(arg(DriverArg::Truncated), Some(Val::B(true))),
+            });
         }
         (Some(TrackKind::Labels(scope)), Some(Instant::Annotation)) => {
             *slot = ReadRecord::Annotation(annotation(*scope, ts, None, args));

@@ -29,6 +29,8 @@ pub(super) enum TrackKind {
     Nvtx(ThreadRef, Option<String>),
     /// A lane of a process's NVTX start/end ranges.
     NvtxLane(u32),
+    /// The NVIDIA drivers' messages.
+    Driver,
     Counter(CounterKind),
     Other,
 }

@@ -214,7 +214,8 @@ impl Engine {
                     self.history
                         .push(HistRecord::OffCpu(OffCpuRecord::written(&o, thread, d)));
                 }
-                TimelineRecord::Event(Event::Process(_)) => {}
+                // Not part of a step's aggregates (explain reads driver messages from the file).
+                TimelineRecord::Event(Event::Process(_)) | TimelineRecord::Driver(_) => {}
                 TimelineRecord::Annotation(a) => {
                     if let Some(end) = a.end_ns {
                         if a.labels.iter().any(|(k, _)| self.grouped(k)) {
@@ -283,6 +284,8 @@ impl Engine {
                 // The history is folded from memory: there is no file to seek in.
                 seek: Default::default(),
                 seek_windows: false,
+                // Steps' spans carry no findings of Xids (explain reads them from the file).
+                xids: Default::default(),
             },
             selection: everything(0),
         }
