@@ -101,14 +101,7 @@ pub enum NameWhat {
 
 /// Decodes a kernel-name record from the names ring.
 pub fn decode_name(bytes: &[u8]) -> Result<NameFact, DecodeError> {
-    if bytes.len() < size_of::<RecordHeader>() {
-        return Err(DecodeError::Short(bytes.len()));
-    }
-    let header: RecordHeader = read(bytes, 0)?;
-    if header.kind != RecordKind::KernelName as u16 {
-        return Err(DecodeError::UnknownKind(header.kind));
-    }
-    let r: NameRecord = read(bytes, header.kind)?;
+    let r: NameRecord = read_kind(bytes, RecordKind::KernelName)?;
     let op = CudaOp::from_u16(r.header.op).ok_or(DecodeError::UnknownOp(r.header.op))?;
     let what = if r.flags & name_flags::ALIAS != 0 {
         NameWhat::Alias(r.other)
@@ -142,14 +135,7 @@ pub fn kind_of(bytes: &[u8]) -> Option<RecordKind> {
 /// Decodes an NVTX fallback record: the call, its thread and its message (bytes read as UTF-8
 /// with replacement, UTF-32 units up to the first NUL unit).
 pub fn decode_nvtx_probe(bytes: &[u8]) -> Result<ProbedCall, DecodeError> {
-    if bytes.len() < size_of::<RecordHeader>() {
-        return Err(DecodeError::Short(bytes.len()));
-    }
-    let header: RecordHeader = read(bytes, 0)?;
-    if header.kind != RecordKind::NvtxProbe as u16 {
-        return Err(DecodeError::UnknownKind(header.kind));
-    }
-    let r: NvtxProbeRecord = read(bytes, header.kind)?;
+    let r: NvtxProbeRecord = read_kind(bytes, RecordKind::NvtxProbe)?;
     let call = NvtxCall::from_u16(r.header.op).ok_or(DecodeError::UnknownOp(r.header.op))?;
     let len = (r.len as usize).min(NVTX_MESSAGE_LEN);
     let text = &r.message[..len];
@@ -192,14 +178,7 @@ pub fn decode_nvtx_probe(bytes: &[u8]) -> Result<ProbedCall, DecodeError> {
 
 /// Decodes an NVIDIA driver message (read as UTF-8 with replacement: the kernel log is bytes).
 pub fn decode_driver_log(bytes: &[u8]) -> Result<DriverMessage, DecodeError> {
-    if bytes.len() < size_of::<RecordHeader>() {
-        return Err(DecodeError::Short(bytes.len()));
-    }
-    let header: RecordHeader = read(bytes, 0)?;
-    if header.kind != RecordKind::DriverLog as u16 {
-        return Err(DecodeError::UnknownKind(header.kind));
-    }
-    let r: DriverLogRecord = read(bytes, header.kind)?;
+    let r: DriverLogRecord = read_kind(bytes, RecordKind::DriverLog)?;
     let len = (r.len as usize).min(DRIVER_LOG_LEN);
     let text = &r.text[..len];
     let end = text.iter().position(|b| *b == 0).unwrap_or(len);
@@ -209,6 +188,23 @@ pub fn decode_driver_log(bytes: &[u8]) -> Result<DriverMessage, DecodeError> {
         text: String::from_utf8_lossy(&text[..end]).trim_end().to_owned(),
         truncated: r.truncated != 0,
     })
+}
+
+/// The header of a record at least a header long.
+fn read_header(bytes: &[u8]) -> Result<RecordHeader, DecodeError> {
+    if bytes.len() < size_of::<RecordHeader>() {
+        return Err(DecodeError::Short(bytes.len()));
+    }
+    read(bytes, 0)
+}
+
+/// A record that must be of `kind` (the decoders of the records routed away from [`decode`]).
+fn read_kind<T: RingRecord>(bytes: &[u8], kind: RecordKind) -> Result<T, DecodeError> {
+    let header = read_header(bytes)?;
+    if header.kind != kind as u16 {
+        return Err(DecodeError::UnknownKind(header.kind));
+    }
+    read(bytes, header.kind)
 }
 
 fn read<T: RingRecord>(bytes: &[u8], kind: u16) -> Result<T, DecodeError> {
@@ -237,10 +233,7 @@ fn task(h: &RecordHeader) -> Task {
 
 /// Decodes one ring buffer record.
 pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
-    if bytes.len() < size_of::<RecordHeader>() {
-        return Err(DecodeError::Short(bytes.len()));
-    }
-    let header: RecordHeader = read(bytes, 0)?;
+    let header = read_header(bytes)?;
     let kind = RecordKind::from_u16(header.kind).ok_or(DecodeError::UnknownKind(header.kind))?;
     match kind {
         RecordKind::Cuda => {

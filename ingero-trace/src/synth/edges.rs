@@ -15,7 +15,7 @@ use ingero_ebpf::{CudaOp, OffCpuReason};
 
 use super::{SCENARIO_PID, SCENARIO_T0, annotation, cuda, launch_args, lifecycle, task};
 use crate::model::{Comm, CudaArgs, Event, FinalStats, OffCpu, ProcessOp, SessionInfo};
-use crate::model::{NvtxKind, NvtxRecord};
+use crate::model::{DriverMessage, NvtxKind, NvtxRecord};
 use crate::model::{Task, TimelineRecord};
 use crate::write::{Recorder, RecorderConfig, Result};
 
@@ -38,7 +38,8 @@ pub struct EdgeOptions {
     /// Labels of every kind besides the steps and requests: a trace-wide `phase` held for
     /// thousands of records (open across many restarts and files) and cleared now and then,
     /// annotations that arrive late, requests that began long before they end, NVTX ranges
-    /// (push/pop and start/end) and marks.
+    /// (push/pop and start/end) and marks; and NVIDIA driver messages (Xid reports), which are
+    /// not labels but are written on the same plain sequence.
     pub extra_labels: bool,
 }
 
@@ -219,6 +220,16 @@ fn extra_label(rng: &mut Rng, i: u64, ts: u64, t: Task) -> Option<TimelineRecord
             n.domain = (pick == 6).then(|| "ingero-edges".to_owned());
             TimelineRecord::Nvtx(n)
         }
+        // A GPU fault the NVIDIA driver reported: naming the process, or (a device fault)
+        // naming none.
+        7 => TimelineRecord::Driver(DriverMessage {
+            ts_ns: ts,
+            text: match i % 2 {
+                0 => format!("NVRM: Xid (PCI:0000:01:00): 31, pid={PID}, name=train, Ch 0000000{}", i % 10),
+                _ => "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.".to_owned(),
+            },
+            truncated: false,
+        }),
         _ => return None,
     };
     Some(rec)

@@ -9,7 +9,7 @@ use super::labels::LabelSink;
 use super::recorder::Recorder;
 use super::tracks::{Hint, TrackKey};
 use crate::model::DriverMessage;
-use crate::proto::{DebugAnnotation, TrackEvent, event_type};
+use crate::proto::{DebugAnnotation, TrackEvent};
 use crate::vocab::{Category, DriverArg};
 
 impl Recorder {
@@ -47,7 +47,9 @@ impl Recorder {
             debug_annotations: args,
             ..Default::default()
         };
-        // Not a label: no seek mark bounds it, and a first pass always reads it.
-        self.plain_event(event_type::INSTANT, track, d.ts_ns, te)
+        // As a label's: the seek marks bound it, so a read of a window that holds it reads the
+        // stretch it is in (a first pass reads it whatever it skips: it is not on a label
+        // track).
+        self.instant(track, d.ts_ns, te)
     }
 }

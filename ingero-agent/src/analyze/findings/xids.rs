@@ -23,10 +23,8 @@ pub const XID_EVIDENCE_MAX: usize = 8;
 /// NVIDIA's catalog of Xid codes, for the codes ingero's does not describe.
 const CATALOG_URL: &str = "https://docs.nvidia.com/deploy/xid-errors/";
 
-/// The reports of one device and code.
-struct Group<'a> {
-    reports: Vec<(u64, &'a XidReport)>,
-}
+/// The reports of one device and code, in time order.
+type Group<'a> = Vec<(u64, &'a XidReport)>;
 
 pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
     let (start, end) = (an.selection.range.start_ns, an.selection.range.end_ns);
@@ -35,20 +33,17 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
     let mut groups: BTreeMap<(bool, &str, u32), Group<'_>> = BTreeMap::new();
     for (ts, x) in an.index.xids.between(start, end) {
         let key = (x.switch, x.pci.as_str(), x.code);
-        groups
-            .entry(key)
-            .or_insert_with(|| Group {
-                reports: Vec::new(),
-            })
-            .reports
-            .push((*ts, x));
+        groups.entry(key).or_default().push((*ts, x));
     }
-    groups.into_values().map(|g| finding(an, agg, &g)).collect()
+    groups
+        .into_values()
+        .filter_map(|g| finding(an, agg, &g))
+        .collect()
 }
 
-fn finding(an: &Analysis, agg: &Aggregate, g: &Group<'_>) -> Finding {
-    let (first_ns, x) = g.reports[0];
-    let last_ns = g.reports[g.reports.len() - 1].0;
+/// The finding of a group (`None` only for an empty one, which [`check`] never makes).
+fn finding(an: &Analysis, agg: &Aggregate, g: &Group<'_>) -> Option<Finding> {
+    let (&(first_ns, x), &(last_ns, _)) = (g.first()?, g.last()?);
     let info = x.info();
     let (device, kind) = if x.switch {
         ("NVSwitch", "SXid")
@@ -58,7 +53,7 @@ fn finding(an: &Analysis, agg: &Aggregate, g: &Group<'_>) -> Finding {
     let code = format!("{kind} {}", x.code);
     // The processes the driver named, in the order it named them.
     let mut named: Vec<(u32, Option<&str>)> = Vec::new();
-    for (_, r) in &g.reports {
+    for (_, r) in g {
         if let Some(pid) = r.pid {
             if !named.iter().any(|(p, _)| *p == pid) {
                 named.push((pid, r.process.as_deref()));
@@ -80,7 +75,7 @@ fn finding(an: &Analysis, agg: &Aggregate, g: &Group<'_>) -> Finding {
         s
     };
     let names: Vec<String> = named.iter().map(|p| who(*p)).collect();
-    let times = match g.reports.len() {
+    let times = match g.len() {
         1 => "once".to_owned(),
         n => format!("{n} times"),
     };
@@ -92,19 +87,18 @@ fn finding(an: &Analysis, agg: &Aggregate, g: &Group<'_>) -> Finding {
         summary.push_str(&format!(", naming {}", names.join(", ")));
     }
     let mut evidence: Vec<_> = g
-        .reports
         .iter()
         .take(XID_EVIDENCE_MAX)
         .map(|(ts, r)| an.evidence(*ts, 0, format!("{code} on {}: {}", r.device(), r.detail)))
         .collect();
-    if g.reports.len() > XID_EVIDENCE_MAX {
+    if g.len() > XID_EVIDENCE_MAX {
         evidence.push(an.evidence(
             last_ns,
             0,
             format!(
                 "the last of {} reports ({} more not listed)",
-                g.reports.len(),
-                g.reports.len() - XID_EVIDENCE_MAX
+                g.len(),
+                g.len() - XID_EVIDENCE_MAX
             ),
         ));
     }
@@ -136,11 +130,14 @@ fn finding(an: &Analysis, agg: &Aggregate, g: &Group<'_>) -> Finding {
     if info.severity == XidSeverity::Unknown || x.switch {
         fixes.push(format!("NVIDIA's Xid catalog: {CATALOG_URL}"));
     }
-    Finding {
+    Some(Finding {
         severity,
         kind: "gpu_xid".into(),
         summary,
-        pid: (named.len() == 1).then(|| named[0].0),
+        pid: match named.as_slice() {
+            [(pid, _)] => Some(*pid),
+            _ => None,
+        },
         window: Window {
             start_ns: first_ns,
             end_ns: last_ns,
@@ -153,5 +150,5 @@ fn finding(an: &Analysis, agg: &Aggregate, g: &Group<'_>) -> Finding {
         ),
         fixes,
         ..Finding::default()
-    }
+    })
 }

@@ -5,7 +5,8 @@
 //!   and code, with the severity the catalog gives, the process and its rank, and the time
 //!   from the first report on as the impact; the messages are listed as events;
 //! - a selection that ends before the faults finds none;
-//! - a rank that stopped calling collectives after a GPU fault: the stall names the fault.
+//! - a rank that stopped calling collectives after a GPU fault: the stall names the fault, in
+//!   one recording and across hosts (where the fault is its host's).
 
 use std::path::PathBuf;
 
@@ -14,8 +15,10 @@ use serde_json::Value;
 use super::fixtures::{self, MS, T0, US};
 use super::nccl::{PIDS, Plan, STEPS, explain_json, job, of_kind, write};
 use crate::analyze::events::{self, EventFormat};
+use crate::analyze::fleet::{Fleet, report};
 use crate::analyze::{self, SelectionSpec};
 use ingero_trace::model::{DriverMessage, TimelineRecord};
+use ingero_trace::synth::task;
 
 /// Rank 2's GPU page fault, as the driver names its process.
 const PAGE_FAULT: &str = "NVRM: Xid (PCI:0000:01:00): 31, pid=7000012, name=train, Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f1d_e4000000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ";
@@ -183,4 +186,46 @@ fn a_stalled_rank_names_the_gpu_fault_that_stopped_it() {
     ));
     let root = of_kind(&e, "nccl_stall")[0]["root_cause"].to_string();
     assert!(!root.contains("Xid"), "{root}");
+}
+
+#[test]
+fn with_several_hosts_a_fault_is_the_host_s_and_names_the_stall_there() {
+    let dir = std::env::temp_dir().join(format!("ingero-xids-{}-hosts", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let stall = Plan::Stall { tail_ms: 8_000 };
+    write(
+        &dir.join("gpu-node-1/run.pftrace"),
+        "gpu-node-1",
+        job(stall, &[0, 1]),
+    );
+    let mut second = job(stall, &[2]);
+    second.push(driver(T0 + 1_005 * MS, OFF_THE_BUS));
+    // Its host's recording goes on as long as the other's (rank 2 hangs, polling its stream).
+    let hung = task(PIDS[2], PIDS[2], "train");
+    for i in 0..80 {
+        second.push(fixtures::sync(
+            hung,
+            T0 + (STEPS * 100 + i * 100) * MS,
+            100 * US,
+        ));
+    }
+    write(&dir.join("gpu-node-2/run.pftrace"), "gpu-node-2", second);
+    let fleet = Fleet::open(Some(&dir), &SelectionSpec::default(), &[]).expect("opens");
+    let e = report::explain(&fleet, None).expect("explain");
+    let xids: Vec<_> = e.findings.iter().filter(|f| f.kind == "gpu_xid").collect();
+    assert_eq!(xids.len(), 1, "{:#?}", e.findings);
+    assert_eq!(xids[0].host.as_deref(), Some("gpu-node-2"));
+    let stall = e
+        .findings
+        .iter()
+        .find(|f| f.kind == "nccl_stall")
+        .expect("the stall");
+    assert_eq!(stall.host.as_deref(), Some("gpu-node-2"));
+    assert!(
+        stall
+            .root_cause
+            .starts_with("The NVIDIA driver reported Xid 79"),
+        "{}",
+        stall.root_cause
+    );
 }
