@@ -96,10 +96,13 @@ impl Daemon {
             ringbuf_size,
             pids: filter,
         })?;
-        let tracepoints = probes.attach_tracepoints()?;
-        if let Err(e) = probes.attach_driver_log() {
+        let mut tracepoints = probes.attach_tracepoints()?;
+        match probes.attach_driver_log() {
+            Ok(()) => tracepoints += 1,
             // GPU faults then go unrecorded, but every call and scheduling event still is.
-            eprintln!("ingero: NVIDIA driver messages (Xid GPU faults) are not captured: {e:#}");
+            Err(e) => {
+                eprintln!("ingero: NVIDIA driver messages (Xid GPU faults) are not captured: {e:#}")
+            }
         }
         let library_count = attach_new(&mut probes, &mut attached, libraries, track_mappers)?;
         // Tracing runs from here: rescans must not wait on a large program's symbol table.

@@ -7,15 +7,10 @@ use ingero_trace::model::XidReport;
 /// (python3): drain the node …`.
 pub fn xid_line(x: &XidReport) -> String {
     let info = x.info();
-    let (device, kind) = if x.switch {
-        ("NVSwitch", "SXid")
-    } else {
-        ("GPU", "Xid")
-    };
     let mut line = format!(
-        "{device} {} reported {kind} {} ({}; {})",
-        x.device(),
-        x.code,
+        "{} reported {} ({}; {})",
+        x.reporter(),
+        x.name(),
         info.meaning,
         info.severity.text()
     );

@@ -28,10 +28,7 @@ impl DriverMessage {
     /// NVSwitch), or the driver's own prefix for any other message.
     pub fn title(&self) -> String {
         match self.xid() {
-            Some(x) => {
-                let kind = if x.switch { "SXid" } else { "Xid" };
-                format!("{kind} {}: {}", x.code, x.info().meaning)
-            }
+            Some(x) => format!("{}: {}", x.name(), x.info().meaning),
             None => self
                 .text
                 .split(':')

@@ -27,6 +27,19 @@ pub struct XidReport {
 }
 
 impl XidReport {
+    /// `Xid 79`, or `SXid 24007` for an NVSwitch's.
+    pub fn name(&self) -> String {
+        let kind = if self.switch { "SXid" } else { "Xid" };
+        format!("{kind} {}", self.code)
+    }
+
+    /// What reported it: `GPU 0000:3b:00` (with its MIG instance, if any), or
+    /// `NVSwitch 0000:c6:00.0`.
+    pub fn reporter(&self) -> String {
+        let what = if self.switch { "NVSwitch" } else { "GPU" };
+        format!("{what} {}", self.device())
+    }
+
     /// The bus id, with the MIG instance when the driver named one (`0000:3b:00 GPU-I:01`).
     pub fn device(&self) -> String {
         match &self.mig {
@@ -341,6 +354,20 @@ mod tests {
             assert_eq!(parse_xid(line).as_ref(), Some(&expected));
             assert_eq!(parse_xid(&format!(" \t{line}\n")), Some(expected));
         }
+    }
+
+    #[test]
+    fn names_the_report_and_its_reporter() {
+        let x = parse_xid(LINES[0]).expect("an Xid");
+        assert_eq!(
+            (x.name(), x.reporter()),
+            ("Xid 79".into(), "GPU 0000:3b:00".into())
+        );
+        let s = parse_xid(LINES[9]).expect("an SXid");
+        let named = (s.name(), s.reporter());
+        assert_eq!(named, ("SXid 24007".into(), "NVSwitch 0000:c6:00.0".into()));
+        let mig = parse_xid("NVRM: Xid (PCI:0000:3b:00 GPU-I:01): 43, x").expect("an Xid");
+        assert_eq!(mig.reporter(), "GPU 0000:3b:00 GPU-I:01");
     }
 
     #[test]

@@ -294,8 +294,10 @@ fn stall(hosts: &[NcclHost<'_>], id: u64, members: &[Member]) -> Option<Finding>
         evidence.push(host.evidence(
             *ts,
             format!(
-                "the NVIDIA driver reported Xid {} on GPU {} ({})",
-                x.code, x.pci, info.meaning
+                "the NVIDIA driver reported {} on {} ({})",
+                x.name(),
+                x.reporter(),
+                info.meaning
             ),
         ));
     }
@@ -309,18 +311,19 @@ fn stall(hosts: &[NcclHost<'_>], id: u64, members: &[Member]) -> Option<Finding>
     );
     let mut fixes = Vec::new();
     if let Some((_, x, named)) = &fault {
-        let whose = if *named {
-            "naming this rank's process"
-        } else {
-            "naming no process: if it is this rank's GPU"
+        let whose = match (*named, x.switch) {
+            (true, _) => "naming this rank's process",
+            // A switch fault cuts the NVLink traffic of every GPU the switch connects.
+            (false, true) => "if this rank's GPU talks through that switch",
+            (false, false) => "naming no process: if it is this rank's GPU",
         };
         root_cause = format!(
-            "The NVIDIA driver reported Xid {} ({}) on GPU {}, {whose}, that is why it stopped. {root_cause}",
-            x.code,
+            "The NVIDIA driver reported {} ({}) on {}, {whose}, that is why it stopped. {root_cause}",
+            x.name(),
             x.info().meaning,
-            x.pci
+            x.reporter()
         );
-        fixes.push(format!("For the GPU: {}.", x.info().action));
+        fixes.push(format!("For the {}: {}.", x.reporter(), x.info().action));
     }
     let names = ranks_text(&behind);
     Some(Finding {

@@ -45,12 +45,7 @@ pub fn check(an: &Analysis, agg: &Aggregate) -> Vec<Finding> {
 fn finding(an: &Analysis, agg: &Aggregate, g: &Group<'_>) -> Option<Finding> {
     let (&(first_ns, x), &(last_ns, _)) = (g.first()?, g.last()?);
     let info = x.info();
-    let (device, kind) = if x.switch {
-        ("NVSwitch", "SXid")
-    } else {
-        ("GPU", "Xid")
-    };
-    let code = format!("{kind} {}", x.code);
+    let code = x.name();
     // The processes the driver named, in the order it named them.
     let mut named: Vec<(u32, Option<&str>)> = Vec::new();
     for (_, r) in g {
@@ -80,8 +75,9 @@ fn finding(an: &Analysis, agg: &Aggregate, g: &Group<'_>) -> Option<Finding> {
         n => format!("{n} times"),
     };
     let mut summary = format!(
-        "{device} {} reported {code} ({}) {times}",
-        x.pci, info.meaning
+        "{} reported {code} ({}) {times}",
+        x.reporter(),
+        info.meaning
     );
     if !names.is_empty() {
         summary.push_str(&format!(", naming {}", names.join(", ")));
@@ -145,8 +141,9 @@ fn finding(an: &Analysis, agg: &Aggregate, g: &Group<'_>) -> Option<Finding> {
         impact_ns,
         evidence,
         root_cause: format!(
-            "The NVIDIA driver reported {code} on {device} {}: {}; {consequence}.",
-            x.pci, info.meaning
+            "The NVIDIA driver reported {code} on {}: {}; {consequence}.",
+            x.reporter(),
+            info.meaning
         ),
         fixes,
         ..Finding::default()
