@@ -18,6 +18,7 @@ use super::pinned::MAX_PINNED_RANGES;
 use super::processes::LIVE_FOLLOWED;
 use super::query::{REQUEST_KEY, RequestRow, request_report};
 use super::table::{Table, csv_cell, host_cell, host_header};
+use super::xids::MAX_XIDS;
 
 /// The incident report.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -90,15 +91,16 @@ pub fn report(an: &Analysis, agg: &Aggregate) -> ExplainReport {
         events: agg.matched,
         hosts: None,
         losses: log
-            .report(an.selection.range, an.origin(), limits(agg))
+            .report(an.selection.range, an.origin(), limits(an, agg))
             .into_iter()
             .collect(),
         findings,
     }
 }
 
-/// The bounds the aggregation reached, one sentence per process and bound.
-fn limits(agg: &Aggregate) -> Vec<String> {
+/// The bounds the aggregation (and the first pass's Xid log) reached, one sentence per
+/// process and bound.
+fn limits(an: &Analysis, agg: &Aggregate) -> Vec<String> {
     let mut out = Vec::new();
     for (pid, p) in &agg.procs {
         let who = findings::proc_name(agg, *pid);
@@ -125,6 +127,12 @@ fn limits(agg: &Aggregate) -> Vec<String> {
         out.push(format!(
             "{} NCCL collectives ran on communicators made before tracing started, so they were not compared across ranks (start the agent before the job to compare them)",
             c.unidentified
+        ));
+    }
+    let dropped = an.index.xids.dropped;
+    if dropped > 0 {
+        out.push(format!(
+            "{dropped} more Xid reports of the NVIDIA driver were not kept ({MAX_XIDS} are), so gpu_xid findings count only the first ones"
         ));
     }
     out

@@ -13,17 +13,14 @@ pub const MAX_XIDS: usize = 4096;
 pub struct XidLog {
     /// (trace clock ns, the report).
     pub reports: Vec<(u64, XidReport)>,
-    /// Reports past [`MAX_XIDS`], not kept.
+    /// Reports past [`MAX_XIDS`], not kept (`explain` says so in its limits).
     pub dropped: u64,
-    /// Driver messages that were not Xid reports (GPU discovery, module loads).
-    pub other_messages: u64,
 }
 
 impl XidLog {
-    /// Takes one driver message.
+    /// Takes one driver message (one that is no Xid report is not kept).
     pub fn add(&mut self, message: &DriverMessage) {
         let Some(report) = message.xid() else {
-            self.other_messages += 1;
             return;
         };
         if self.reports.len() >= MAX_XIDS {
@@ -67,7 +64,11 @@ mod tests {
                 "NVRM: Xid (PCI:0000:01:00): 13, pid=7, name=python3, Graphics Exception",
             ));
         }
-        assert_eq!(log.other_messages, 1);
+        assert_eq!(
+            log.reports.first().map(|(t, _)| *t),
+            Some(10),
+            "not the module load"
+        );
         assert_eq!(log.reports.len(), MAX_XIDS);
         assert_eq!(log.dropped, 3);
         let window: Vec<u64> = log.between(12, 14).map(|(t, _)| *t).collect();

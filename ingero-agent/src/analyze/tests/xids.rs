@@ -16,6 +16,7 @@ use super::fixtures::{self, MS, T0, US};
 use super::nccl::{PIDS, Plan, STEPS, explain_json, job, of_kind, write};
 use crate::analyze::events::{self, EventFormat};
 use crate::analyze::fleet::{Fleet, report};
+use crate::analyze::xids::MAX_XIDS;
 use crate::analyze::{self, SelectionSpec};
 use ingero_trace::model::{DriverMessage, TimelineRecord};
 use ingero_trace::synth::task;
@@ -227,5 +228,25 @@ fn with_several_hosts_a_fault_is_the_host_s_and_names_the_stall_there() {
             .starts_with("The NVIDIA driver reported Xid 79"),
         "{}",
         stall.root_cause
+    );
+}
+
+#[test]
+fn reports_past_the_bound_are_named_in_the_limits() {
+    let storm = (0..MAX_XIDS as u64 + 2)
+        .map(|i| driver(T0 + 500 * MS + i * US, PAGE_FAULT))
+        .collect();
+    let e = explain_json(&recording("storm", Plan::Healthy, storm));
+    let limits = e["losses"][0]["limits"].to_string();
+    assert!(
+        limits.contains("2 more Xid reports of the NVIDIA driver were not kept (4096 are)"),
+        "{e:#}"
+    );
+    let found = of_kind(&e, "gpu_xid");
+    assert_eq!(found.len(), 1, "{e:#}");
+    assert!(
+        summary(found[0]).contains(" 4096 times"),
+        "{}",
+        summary(found[0])
     );
 }
